@@ -1,0 +1,244 @@
+"""Finding kernels and their versions.
+
+Layout (``kernels_dir`` defaults to ``<project root>/kernels``)::
+
+    kernels/<kernel>/spec.py       defines SPEC, a pytest_kforge.spec.KernelSpec instance
+    kernels/<kernel>/v0.py         the torch reference run as a kernel (the baseline)
+    kernels/<kernel>/v<N>[_tag].py one version each
+
+A version module defines::
+
+    LANGUAGE = "cutile-dsl"          # one of LANGUAGES
+    PARENT = "v1"                    # the version it was derived from (None for v0)
+    DESCRIPTION = "one line"
+    CONFIG = {"BLOCK_N": 64}         # its tunables (the orchestrator changes these)
+    def run(*inputs, out=..., ..., config=None) -> tuple[Tensor, ...]
+    def supports(params) -> str | None   # optional: why a shape is not supported, or None
+
+``run`` takes the spec's inputs by name plus its outputs by name (pre-allocated and poisoned by
+the harness; a version writes into them and returns them), so every caller, tests, benchmarks,
+peers, the orchestrator and users, calls a version the same way::
+
+    from pytest_kforge import load_version
+    v4 = load_version("mla", "v4")
+    o, lse = v4(q=q, kv_cache=kv, block_table=bt, cache_seqlens=sl, softmax_scale=0.0417)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import importlib.util
+import re
+import sys
+from collections.abc import Mapping
+from functools import lru_cache
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Callable
+
+from .errors import BadVersionModuleError, DSLNotInstalledError, UnknownKernelError, UnknownVersionError
+from .spec import KernelSpec
+
+__all__ = ["LANGUAGES", "Version", "Kernel", "Registry", "load_kernel", "load_version", "default_kernels_dir"]
+
+#: language -> (module whose import proves the toolchain is there, pip extra that installs it)
+LANGUAGES: dict[str, tuple[str, str]] = {
+    "torch": ("torch", "dev"),
+    "cutile-dsl": ("cuda.tile", "gpu"),
+    "cute-dsl": ("cutlass.cute", "gpu"),
+}
+VERSION_RE = re.compile(r"^v(\d+)(?:_([a-z0-9_]+))?$")
+_PKG = "kforge_kernels"  # synthetic package the kernel folders are imported under
+
+
+def version_sort_key(name: str) -> tuple[int, str]:
+    m = VERSION_RE.match(name)
+    return (int(m.group(1)), m.group(2) or "") if m else (1 << 30, name)
+
+
+@dataclasses.dataclass
+class Version:
+    """One version of a kernel, callable with the spec's tensors (see the module docstring)."""
+
+    kernel: str
+    name: str
+    language: str
+    parent: str | None
+    description: str
+    config: dict[str, Any]
+    path: Path
+    module: ModuleType
+    spec: KernelSpec
+
+    @property
+    def fn(self) -> Callable[..., Any]:
+        return self.module.run
+
+    def supports(self, params: Mapping[str, int]) -> str | None:
+        """Why this version cannot run ``params`` (a one-line reason), or None when it can."""
+        check = getattr(self.module, "supports", None)
+        return check(dict(params)) if check else None
+
+    def toolchain_missing(self) -> DSLNotInstalledError | None:
+        mod, extra = LANGUAGES[self.language]
+        try:
+            importlib.import_module(mod)
+        except Exception:  # noqa: BLE001 - any import failure means "not usable here"
+            return DSLNotInstalledError(self.kernel, self.name, self.language, mod, extra)
+        return None
+
+    def __call__(self, *, config: Mapping[str, Any] | None = None, **tensors: Any) -> tuple[Any, ...]:
+        """Run the version.  Outputs not passed are allocated (un-poisoned) by the spec."""
+        missing_out = [n for n in self.spec.output_names if n not in tensors]
+        if missing_out:
+            params = self.spec_params(tensors)
+            device = next(t.device for t in tensors.values() if hasattr(t, "device"))
+            allocated = self.spec.alloc_outputs(params, device=device)
+            for n in missing_out:
+                tensors[n] = allocated[n]
+        cfg = dict(self.config)
+        cfg.update(config or {})
+        return tuple(self.fn(**tensors, config=cfg))
+
+    def spec_params(self, tensors: Mapping[str, Any]) -> dict[str, int]:
+        infer = getattr(self.spec, "params_from_inputs", None)
+        if infer is None:
+            raise BadVersionModuleError(
+                f"kernel {self.kernel!r}: pass the outputs explicitly (its spec cannot infer shapes from inputs)"
+            )
+        return infer(tensors)
+
+
+@dataclasses.dataclass
+class Kernel:
+    name: str
+    path: Path
+    spec: KernelSpec
+
+    def version_names(self) -> list[str]:
+        names = [p.stem for p in self.path.glob("v*.py") if VERSION_RE.match(p.stem)]
+        return sorted(names, key=version_sort_key)
+
+    def version(self, name: str) -> Version:
+        names = self.version_names()
+        if name not in names:
+            raise UnknownVersionError(self.name, name, names)
+        return _load_version(self, name)
+
+    def versions(self, selector: str | list[str] = "all") -> list[Version]:
+        """``"all"``, one name, or a comma-separated list / list of names."""
+        if isinstance(selector, str):
+            selector = [s.strip() for s in selector.split(",") if s.strip()]
+        if selector == ["all"] or "all" in selector:
+            selector = self.version_names()
+        return [self.version(n) for n in selector]
+
+
+class Registry:
+    """All kernels under one folder."""
+
+    def __init__(self, kernels_dir: str | Path) -> None:
+        self.root = Path(kernels_dir).resolve()
+
+    def kernel_names(self) -> list[str]:
+        if not self.root.is_dir():
+            return []
+        return sorted(p.parent.name for p in self.root.glob("*/spec.py"))
+
+    def kernel(self, name: str) -> Kernel:
+        if name not in self.kernel_names():
+            raise UnknownKernelError(name, self.kernel_names(), str(self.root))
+        return _load_kernel(self.root, name)
+
+
+@lru_cache(maxsize=None)
+def _load_kernel(root: Path, name: str) -> Kernel:
+    _ensure_package(root)
+    mod = _import(f"{_PKG}.{name}.spec", root / name / "spec.py")
+    spec = getattr(mod, "SPEC", None)
+    if not isinstance(spec, KernelSpec):
+        raise BadVersionModuleError(f"{root / name / 'spec.py'} must define SPEC, a pytest_kforge.spec.KernelSpec")
+    return Kernel(name, root / name, spec)
+
+
+_version_cache: dict[tuple[Path, str], Version] = {}
+
+
+def _load_version(kernel: Kernel, name: str) -> Version:
+    path = kernel.path / f"{name}.py"
+    key = (path, name)
+    mtime = path.stat().st_mtime_ns
+    cached = _version_cache.get(key)
+    if cached is not None and getattr(cached.module, "__kforge_mtime__", None) == mtime:
+        return cached
+    mod = _import(f"{_PKG}.{kernel.name}.{name}", path, reload=cached is not None)
+    mod.__kforge_mtime__ = mtime  # type: ignore[attr-defined]
+    where = f"{path}"
+    for attr in ("LANGUAGE", "DESCRIPTION", "run"):
+        if not hasattr(mod, attr):
+            raise BadVersionModuleError(f"{where} must define {attr} (see pytest_kforge.registry for the contract)")
+    lang = mod.LANGUAGE
+    if lang not in LANGUAGES:
+        raise BadVersionModuleError(f"{where}: LANGUAGE {lang!r} is not one of {', '.join(LANGUAGES)}")
+    parent = getattr(mod, "PARENT", None)
+    if parent is not None and parent not in kernel.version_names():
+        raise BadVersionModuleError(f"{where}: PARENT {parent!r} is not a version of {kernel.name}")
+    v = Version(kernel.name, name, lang, parent, str(mod.DESCRIPTION), dict(getattr(mod, "CONFIG", {}) or {}),
+                path, mod, kernel.spec)
+    _version_cache[key] = v
+    return v
+
+
+def _ensure_package(root: Path) -> None:
+    """Make ``kforge_kernels.<kernel>`` importable so versions can share helper modules."""
+    if _PKG not in sys.modules or getattr(sys.modules[_PKG], "__kforge_root__", None) != root:
+        pkg = ModuleType(_PKG)
+        pkg.__path__ = [str(root)]  # type: ignore[attr-defined]
+        pkg.__kforge_root__ = root  # type: ignore[attr-defined]
+        sys.modules[_PKG] = pkg
+        for key in [k for k in sys.modules if k.startswith(_PKG + ".")]:
+            del sys.modules[key]
+
+
+def _import(modname: str, path: Path, reload: bool = False) -> ModuleType:
+    if modname in sys.modules and not reload:
+        return sys.modules[modname]
+    parent = modname.rpartition(".")[0]
+    if parent and parent not in sys.modules:
+        init = path.parent / "__init__.py"
+        if init.exists():
+            _import(parent, init)
+        else:
+            pkg = ModuleType(parent)
+            pkg.__path__ = [str(path.parent)]  # type: ignore[attr-defined]
+            sys.modules[parent] = pkg
+    spec = importlib.util.spec_from_file_location(modname, path)
+    if spec is None or spec.loader is None:
+        raise BadVersionModuleError(f"cannot import {path}")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[modname] = mod
+    try:
+        spec.loader.exec_module(mod)
+    except Exception as exc:
+        del sys.modules[modname]
+        raise BadVersionModuleError(f"{path} failed to import: {type(exc).__name__}: {exc}") from exc
+    return mod
+
+
+def default_kernels_dir(start: str | Path | None = None) -> Path:
+    """``kernels/`` beside the nearest pyproject.toml / kforge.toml above ``start`` (or the cwd)."""
+    here = Path(start or Path.cwd()).resolve()
+    for d in (here, *here.parents):
+        if (d / "kernels").is_dir() and ((d / "pyproject.toml").exists() or (d / "kforge.toml").exists()):
+            return d / "kernels"
+    return here / "kernels"
+
+
+def load_kernel(name: str, kernels_dir: str | Path | None = None) -> Kernel:
+    return Registry(kernels_dir or default_kernels_dir()).kernel(name)
+
+
+def load_version(kernel: str, version: str, kernels_dir: str | Path | None = None) -> Version:
+    """The documented entry: ``load_version("mla", "v4")(q=..., kv_cache=..., ...) -> (o, lse)``."""
+    return load_kernel(kernel, kernels_dir).version(version)
