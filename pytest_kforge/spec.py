@@ -154,6 +154,30 @@ class KernelSpec:
     def floor_s(self, params: Mapping[str, int], roofline: Roofline | None = None) -> float:
         return (roofline or Roofline()).floor_s(self.flops(params), self.min_bytes(params))
 
+    def small_params(self, params: Mapping[str, int], cap: int = 256, batch_cap: int = 4) -> dict[str, int]:
+        """A CPU-sized version of ``params``: ``shrink_param`` capped at ``batch_cap``, the rest at
+        ``cap``.  Override in a spec for a better choice."""
+        return {k: min(int(v), batch_cap if k == self.shrink_param else cap) for k, v in params.items()}
+
+    def hypothesis_params(self, *, small: bool = False) -> Any:
+        """A hypothesis strategy of ``{"params": {...}, "input_kwargs": {...}}`` for fuzzing, or None.
+
+        ``input_kwargs`` are passed to :meth:`make_inputs` (e.g. per-sequence lengths); ``small``
+        asks for CPU-sized shapes.  The default delegates to ``hypothesis_params(spec, small=...)``
+        in ``kernels/<name>/fuzz.py`` when that module exists, so shape strategies stay beside the
+        kernel; override it in the spec instead if you prefer.
+        """
+        import importlib
+
+        modname = type(self).__module__.rpartition(".")[0] + ".fuzz"
+        try:
+            mod = importlib.import_module(modname)
+        except ModuleNotFoundError as exc:
+            if exc.name == modname:
+                return None
+            raise
+        return mod.hypothesis_params(self, small=small)
+
     def compare(self, outputs: Mapping[str, torch.Tensor], ref: Mapping[str, torch.Tensor]) -> list[CompareResult]:
         return [compare_outputs(n, outputs[n], ref[n], self.tolerances[n]) for n in self.output_names]
 

@@ -1,0 +1,77 @@
+"""Peers: outside implementations of a kernel, callable exactly like one of its versions.
+
+A peer module defines, for the MLA contract of ``kernels/mla/spec.py``::
+
+    available(config=None) -> str | None      # why it cannot run here (one line), or None
+    prepare(q, kv_cache, block_table, cache_seqlens, softmax_scale, *, config=None) -> None
+                                               # untimed set-up (plans, gathers); optional
+    run(q, kv_cache, block_table, cache_seqlens, softmax_scale, *, out, lse, config=None) -> (out, lse)
+
+``run`` must also work without ``prepare`` (it prepares lazily on the first call, which the
+harness's warm-up absorbs), so the core harness's correctness checks and timer apply unchanged.
+:data:`PEERS` names each runnable peer: a module plus the config it is called with.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from collections.abc import Mapping
+from types import ModuleType
+from typing import Any
+
+__all__ = ["Peer", "PEERS", "get_peer"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Peer:
+    """One named peer: ``module`` (under ``benchmarks.peers``) called with ``config``."""
+
+    name: str
+    kernel: str
+    module: str
+    config: Mapping[str, Any]
+    description: str
+
+    def load(self) -> ModuleType:
+        return importlib.import_module(f"{__name__}.{self.module}")
+
+    def available(self) -> str | None:
+        try:
+            mod = self.load()
+        except Exception as exc:  # noqa: BLE001 - any import failure means "not runnable here"
+            return f"benchmarks.peers.{self.module} failed to import: {type(exc).__name__}: {exc}"
+        return mod.available(dict(self.config))
+
+    def prepare(self, **inputs: Any) -> None:
+        mod = self.load()
+        if hasattr(mod, "prepare"):
+            mod.prepare(**inputs, config=dict(self.config))
+
+    def run(self, *, config: Mapping[str, Any] | None = None, **tensors: Any) -> tuple[Any, ...]:
+        cfg = dict(self.config)
+        cfg.update(config or {})
+        return tuple(self.load().run(**tensors, config=cfg))
+
+
+PEERS: dict[str, Peer] = {
+    p.name: p
+    for p in (
+        Peer("torch_bmm", "mla", "torch_bmm", {"gather": "inside"},
+             "torch bf16 bmm + fp32 softmax; paged cache gathered inside the timed call"),
+        Peer("torch_bmm_contig", "mla", "torch_bmm", {"gather": "cached"},
+             "torch bf16 bmm + fp32 softmax on a contiguous cache gathered once, untimed"),
+        Peer("flashinfer_fa3", "mla", "flashinfer_mla", {"backend": "fa3"},
+             "FlashInfer 0.5.3 BatchMLAPagedAttentionWrapper, backend fa3 (Hopper)"),
+        Peer("flashinfer_fa2", "mla", "flashinfer_mla", {"backend": "fa2"},
+             "FlashInfer 0.5.3 BatchMLAPagedAttentionWrapper, backend fa2"),
+    )
+}
+
+
+def get_peer(name: str) -> Peer:
+    try:
+        return PEERS[name]
+    except KeyError:
+        raise KeyError(f"unknown peer {name!r}; known peers: {', '.join(PEERS)}; "
+                       f"add one to benchmarks/peers/__init__.py") from None

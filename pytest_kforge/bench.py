@@ -1,0 +1,148 @@
+"""One trial benchmark end to end, and feeding its device times into pytest-benchmark.
+
+:func:`run_trial` builds (or reuses) the trial's inputs, retries with the spec's ``shrink_param``
+halved when they do not fit in GPU memory (recorded in the result's ``note``), checks the call
+contract once, times it (:mod:`pytest_kforge.timing`), rejects side-stream work and times below
+the roofline floor, re-checks correctness on fresh inputs with the same output buffers, and
+returns the result row of the results JSON.
+
+:func:`feed_benchmark` hands the per-round device times to the ``benchmark`` fixture through a
+clock that advances by exactly one measured device time per round, so ``--benchmark-autosave``,
+``--benchmark-compare`` and ``--benchmark-compare-fail`` work on kernel time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from .correctness import ref_dtype_for, run_once
+from .timing import TimingResult, floor_problem, make_clock, side_stream_problem, time_launch
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .registry import Version
+    from .session import KforgeSession
+    from .spec import TrialConfig
+
+__all__ = ["run_trial", "feed_benchmark", "machine_info_update", "RECHECK_SEED_OFFSET"]
+
+RECHECK_SEED_OFFSET = 7919
+
+
+def _is_oom(exc: BaseException) -> bool:
+    import torch
+
+    oom = getattr(torch, "OutOfMemoryError", None) or torch.cuda.OutOfMemoryError
+    return isinstance(exc, oom)
+
+
+def _prepare(version: Version, trial: TrialConfig, ks: KforgeSession) -> tuple[TrialConfig, dict, dict, list[str]]:
+    """Inputs, outputs and contract problems of one call, shrinking on out-of-memory."""
+    spec = version.spec
+    current = trial
+    while True:
+        try:
+            used, inputs = ks.trial_inputs(current)
+            current = used  # a shrink remembered from an earlier version
+            outputs = spec.alloc_outputs(used.params, device=ks.device)
+            problems = run_once(version, inputs, outputs)
+            if used.id != trial.id:
+                ks.remember_shrunk(trial, used, inputs)
+            return used, inputs, outputs, problems
+        except Exception as exc:  # noqa: BLE001 - only out-of-memory is handled, the rest re-raised
+            if not _is_oom(exc) or not spec.shrink_param:
+                raise
+            import torch
+
+            key = spec.shrink_param
+            ks.drop_inputs(current)
+            ks.drop_inputs(trial)
+            torch.cuda.empty_cache()
+            old = int(current.params[key])
+            if old <= 1:
+                raise
+            original = int(trial.params[key])
+            note = f"{key} halved from {original} to {old // 2}: out of GPU memory"
+            current = current.with_params(note=note, **{key: old // 2})
+
+
+def _recheck(version: Version, used: TrialConfig, outputs: Mapping[str, Any], ks: KforgeSession) -> str | None:
+    """Correctness on fresh inputs into the same output buffers (catches caching across rounds)."""
+    spec = version.spec
+    seed = ks.seed + RECHECK_SEED_OFFSET
+    inputs = spec.make_inputs(used.params, seed=seed, device=ks.device)
+    problems = run_once(version, inputs, outputs)
+    if problems:
+        return f"after timing (seed {seed}): " + "; ".join(problems)
+    ref = spec.reference(inputs, dtype=ref_dtype_for(version, used.params))
+    bad = [r.message for r in spec.compare(outputs, ref) if not r.ok]
+    return f"after timing, on fresh inputs (seed {seed}): " + "; ".join(bad) if bad else None
+
+
+def run_trial(version: Version, trial: TrialConfig, ks: KforgeSession) -> tuple[dict[str, Any], TimingResult | None]:
+    """Time ``version`` on ``trial``; returns the results-JSON row (``error`` set when rejected)."""
+    spec = version.spec
+    used, inputs, outputs, problems = _prepare(version, trial, ks)
+    row: dict[str, Any] = {
+        "version": version.name, "language": version.language, "parent": version.parent,
+        "trial": trial.name, "id": used.id, "params": dict(used.params), "note": used.note,
+        "correct": False, "median_us": None, "min_us": None, "iqr_us": None, "spread_pct": None,
+        "rounds": 0, "tflops": None, "gbps": None, "pct_floor": None, "floor_us": None, "error": None,
+    }
+    floor_s = spec.floor_s(used.params, ks.roofline)
+    row["floor_us"] = floor_s * 1e6
+    if problems:
+        row["error"] = "; ".join(problems)
+        return row, None
+    cfg = dict(version.config)
+    fn = version.fn
+
+    def launch() -> None:
+        fn(**inputs, **outputs, config=cfg)
+
+    clock = make_clock(ks.device)
+    res = time_launch(launch, clock=clock, rounds=ks.rounds, warmup=ks.warmup)
+    med = res.median_s
+    row.update(median_us=med * 1e6, min_us=res.min_s * 1e6, iqr_us=res.iqr_s * 1e6,
+               spread_pct=res.spread_pct, rounds=res.rounds, clock=res.clock, flush=res.flush,
+               tflops=spec.flops(used.params) / med / 1e12, gbps=spec.min_bytes(used.params) / med / 1e9,
+               pct_floor=100.0 * floor_s / med)
+    error = side_stream_problem(res) or floor_problem(med, floor_s) or _recheck(version, used, outputs, ks)
+    row["correct"] = error is None or not error.startswith("after timing")
+    row["error"] = error
+    return row, res
+
+
+def feed_benchmark(benchmark: Any, samples_s: Sequence[float], extra_info: Mapping[str, Any],
+                   group: str | None = None) -> None:
+    """Record ``samples_s`` (device seconds per round) as the benchmark's rounds."""
+    benchmark.extra_info.update(extra_info)
+    if group:
+        benchmark.group = group
+    if getattr(benchmark, "disabled", False) or not samples_s:
+        return
+    if not hasattr(benchmark, "_timer"):  # pragma: no cover - guards a future pytest-benchmark
+        raise RuntimeError("this pytest-benchmark has no fixture._timer; pin pytest-benchmark>=5,<6")
+    pending = iter(samples_s)
+    now = [0.0]
+
+    def kforge_device_clock() -> float:
+        return now[0]
+
+    def advance_by_one_measured_round() -> None:
+        now[0] += next(pending)
+
+    # pytest-benchmark reads the fixture's timer in its runner: start, target(), end.  Our target
+    # moves the clock forward by one measured device time, so end - start is exactly that time.
+    benchmark._timer = kforge_device_clock
+    benchmark.pedantic(advance_by_one_measured_round, rounds=len(samples_s), iterations=1, warmup_rounds=0)
+
+
+def machine_info_update(machine_info: dict[str, Any]) -> None:
+    """Add the GPU identity so pytest-benchmark warns when comparing runs from different GPUs."""
+    from .gpuinfo import gpu_identity
+
+    ident = gpu_identity()
+    machine_info["gpu"] = ident["gpu"] or "none (cpu)"
+    machine_info["kforge"] = {k: ident[k] for k in ("gpu", "capability", "driver", "cuda", "torch",
+                                                    "cuda-tile", "nvidia-cutlass-dsl")}

@@ -1,0 +1,143 @@
+"""Project configuration: ``[tool.kforge]`` in pyproject.toml, or a ``kforge.toml``.
+
+``kforge.toml`` (top-level keys, or a ``[kforge]`` table) wins over pyproject.toml when both
+exist.  Every key is optional::
+
+    [tool.kforge]
+    kernels_dir = "kernels"          # relative to the file that sets it
+    default_kernel = "mla"           # used by the kforge CLI when --kernel is omitted
+    peak_bandwidth_tbs = 4.3         # roofline ceilings (the H200's measured ones)
+    peak_tflops = 790.0
+    rounds = 100                     # timed rounds per trial config
+    warmup = 10                      # untimed launches before timing
+    fuzz_examples = 25               # hypothesis max_examples of test_fuzz (default 25, 10 on CPU)
+    trials = ["decode", "spec"]      # trial names run by default (else each spec's default)
+
+    [tool.kforge.trial_matrix.mla]   # per-kernel override / extension of the trial matrix
+    decode = {b = 32, s = 1, t = 4096, h = 128}
+
+A malformed file raises :class:`~pytest_kforge.errors.ConfigError` with one sentence naming the
+file, the key, what is wrong and what is allowed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+__all__ = ["KforgeConfig", "load_config", "find_config_file"]
+
+_KNOWN = {
+    "kernels_dir": str,
+    "default_kernel": str,
+    "peak_bandwidth_tbs": float,
+    "peak_tflops": float,
+    "rounds": int,
+    "warmup": int,
+    "fuzz_examples": int,
+    "trials": list,
+    "trial_matrix": dict,
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class KforgeConfig:
+    """The validated settings (defaults where the file is silent)."""
+
+    kernels_dir: Path
+    default_kernel: str | None = None
+    peak_bandwidth_tbs: float = 4.3
+    peak_tflops: float = 790.0
+    rounds: int = 100
+    warmup: int = 10
+    fuzz_examples: int | None = None  # None: 25 on a GPU, 10 on CPU
+    trials: tuple[str, ...] | None = None
+    trial_matrix: Mapping[str, Mapping[str, Mapping[str, int]]] = dataclasses.field(default_factory=dict)
+    source: Path | None = None
+
+
+def find_config_file(start: Path) -> tuple[Path, dict[str, Any]] | None:
+    """The nearest ``kforge.toml`` or pyproject.toml with ``[tool.kforge]`` at or above ``start``."""
+    for d in (start, *start.parents):
+        kt = d / "kforge.toml"
+        if kt.is_file():
+            data = _read(kt)
+            return kt, dict(data.get("kforge", data))
+        pp = d / "pyproject.toml"
+        if pp.is_file():
+            data = _read(pp)
+            tool = data.get("tool", {})
+            if isinstance(tool, dict) and "kforge" in tool:
+                return pp, dict(tool["kforge"])
+    return None
+
+
+def load_config(rootdir: str | Path) -> KforgeConfig:
+    """Read and validate the configuration found at or above ``rootdir``."""
+    root = Path(rootdir).resolve()
+    found = find_config_file(root)
+    if found is None:
+        return KforgeConfig(kernels_dir=root / "kernels")
+    path, table = found
+    where = f"[tool.kforge] of {path}" if path.name == "pyproject.toml" else str(path)
+    kwargs: dict[str, Any] = {"source": path}
+    for key, value in table.items():
+        if key not in _KNOWN:
+            raise ConfigError(f"{where}: unknown key {key!r}; known keys are {', '.join(sorted(_KNOWN))}")
+        want = _KNOWN[key]
+        if want is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if not isinstance(value, want) or isinstance(value, bool):
+            raise ConfigError(f"{where}: {key} must be a {want.__name__}, got {type(value).__name__} {value!r}")
+        kwargs[key] = value
+    for key in ("peak_bandwidth_tbs", "peak_tflops", "rounds", "fuzz_examples"):
+        if key in kwargs and kwargs[key] <= 0:
+            raise ConfigError(f"{where}: {key} must be positive, got {kwargs[key]!r}")
+    if kwargs.get("warmup", 0) < 0:
+        raise ConfigError(f"{where}: warmup must be 0 or more, got {kwargs['warmup']!r}")
+    kwargs["kernels_dir"] = (path.parent / kwargs.get("kernels_dir", "kernels")).resolve()
+    if "trials" in kwargs:
+        names = kwargs["trials"]
+        if not names or not all(isinstance(n, str) and n for n in names):
+            raise ConfigError(f"{where}: trials must be a non-empty list of trial names, got {names!r}")
+        kwargs["trials"] = tuple(names)
+    if "trial_matrix" in kwargs:
+        kwargs["trial_matrix"] = _check_matrix(where, kwargs["trial_matrix"])
+    return KforgeConfig(**kwargs)
+
+
+def _check_matrix(where: str, matrix: Mapping[str, Any]) -> dict[str, dict[str, dict[str, int]]]:
+    out: dict[str, dict[str, dict[str, int]]] = {}
+    for kernel, trials in matrix.items():
+        if not isinstance(trials, dict):
+            raise ConfigError(f"{where}: trial_matrix.{kernel} must be a table of trial name -> parameters")
+        out[kernel] = {}
+        for name, params in trials.items():
+            ok = isinstance(params, dict) and params and all(
+                isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in params.values()
+            )
+            if not ok:
+                raise ConfigError(
+                    f"{where}: trial_matrix.{kernel}.{name} must map parameter names to positive integers, "
+                    f"e.g. {{b = 32, s = 1}}, got {params!r}"
+                )
+            out[kernel][name] = dict(params)
+    return out
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path} is not valid TOML ({exc}); fix the file or remove it") from None

@@ -1,0 +1,272 @@
+"""Offline agents: deterministic, rule-based, no network (the default without ANTHROPIC_API_KEY).
+
+Profiler: reads ``reports/<kernel>/<version>/<trial>.json`` (the profile contract's JSON twin);
+when it is missing and a GPU with ncu is here it runs the profiling command first; otherwise it
+derives a one-stage contract from the suite results JSON and says so in the root cause.
+
+Designer: applies catalog transformations that are expressible as CONFIG changes (tile sizes,
+split count, pipeline depth, occupancy/latency hints, DSL options).  It writes a REAL version file
+``kernels/<kernel>/v<N+1>.py`` that imports the parent module and overrides CONFIG, PARENT and
+DESCRIPTION (chosen over copying so a new version is a reviewable ten-line diff and a fix to the
+parent's code is not silently forked).  LANGUAGE is the parent's.  The parent's ``run`` must read
+its tunables from the ``config`` argument (the registry passes the merged CONFIG there).
+
+Tuning-space policy (seed): manual promising tiles first -- the designer tries the catalog's
+suggested change, then the next untried value from a short hand-picked candidate list per knob;
+it never enumerates a grid.  Coarse autotuning belongs to the loop and is time-boxed there
+(``--autotune-budget``); see the 10,000-config cautionary example in ``loop.py``.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+from typing import Any
+
+from .. import compat
+from ..select import control_level
+from .base import AgentContext, DesignImpossible, clean
+
+__all__ = ["KNOBS", "OfflineProfiler", "OfflineDesigner", "contract_from_results", "propose_config",
+           "render_version_module"]
+
+#: knob family -> (key pattern, hand-picked promising values in order, catalog-name pattern)
+KNOBS: dict[str, tuple[str, tuple[Any, ...], str]] = {
+    "split": (r"split", (2, 4, 8, 16, 32), r"split|occupancy|parallel"),
+    "tile_n": (r"block_?n|tile_?n|block_?kv|tile_?kv", (64, 128, 32, 256), r"tile|block|reuse|occupancy"),
+    "tile_m": (r"block_?m|tile_?m|block_?h|tile_?h", (64, 128, 32), r"tile|block|reuse"),
+    "stages": (r"stage|pipeline|prefetch|buffers", (2, 3, 4), r"pipelin|stage|latency|prefetch|overlap"),
+    "occupancy": (r"occupancy", (1, 2, 4), r"occupancy|latency"),
+    "warps": (r"num_?warps|warps", (4, 8), r"occupancy|latency|warp"),
+}
+
+
+def contract_from_results(kernel: str, version: str, trial: str, params: dict[str, int],
+                          results: dict[str, Any] | None, matches: list[dict[str, Any]]) -> Any:
+    """A one-stage ProfileContract from a suite results row (used when ncu is not available)."""
+    C = compat.contracts
+    row = next((r for r in (results or {}).get("results", [])
+                if r.get("version") == version and r.get("trial") == trial), None)
+    if row is None or row.get("median_us") is None:
+        raise DesignImpossible(f"no profile report and no measured results for {kernel} {version} {trial}; "
+                               f"run the suite once (python -m pytest --kernel {kernel} --kernel-version {version} "
+                               f"--kforge-json results.json) or profile it on a GPU")
+    roof = (results or {}).get("roofline") or {"tbs": 4.3, "tflops": 790}
+    dram = 100.0 * float(row.get("gbps") or 0.0) / (1000.0 * float(roof.get("tbs", 4.3)))
+    tc = 100.0 * float(row.get("tflops") or 0.0) / float(roof.get("tflops", 790))
+    bound = "Latency" if max(dram, tc) < 40.0 else ("Memory" if dram >= tc else "Compute")
+    issue = {"Memory": "DRAM traffic sets the time", "Compute": "tensor pipe sets the time",
+             "Latency": "neither DRAM nor tensor pipe is busy"}[bound]
+    stage = C.StageRow("kernel (all launches)", float(row["median_us"]), round(tc, 1), round(dram, 1), 0.0, bound,
+                       issue)
+    opps = [C.Opportunity(clean(m["title"]), m["est_gain_pct"], clean(m["trigger"] or "derived"),
+                          clean(m["path"] or m["name"])) for m in matches[:3]]
+    root = (f"Derived from the suite timing ({row['median_us']:.1f} us, {row.get('pct_floor', 0) or 0:.1f}% of the "
+            f"roofline floor), not from ncu counters, which were not available here. {issue.capitalize()}: "
+            f"DRAM at {dram:.0f}% and tensor pipe at {tc:.0f}% of peak.")
+    return C.ProfileContract(kernel, version, dict(params or row.get("params", {})), [stage], bound, root, opps, [])
+
+
+def metrics_from_contract(contract: Any) -> dict[str, float]:
+    """Duration-weighted metrics of a contract's stages, in the profiler's short names.
+
+    A report JSON twin may carry the raw metrics (``metrics``); those are used as they are.
+    """
+    raw = getattr(contract, "metrics", None)
+    if isinstance(raw, dict) and raw:
+        return {k: float(v) for k, v in raw.items() if isinstance(v, (int, float))}
+    stages = list(getattr(contract, "stages", []) or [])
+    total = sum(float(s.duration_us) for s in stages)
+    out = {"duration_us": round(total, 3), "num_launches": float(len(stages))}
+    for attr, short in (("dram_pct", "dram_pct"), ("tc_pct", "tensor_pct"), ("occ_pct", "achieved_occupancy_pct")):
+        known = [(float(getattr(s, attr)), float(s.duration_us)) for s in stages if getattr(s, attr) is not None]
+        weight = sum(d for _v, d in known)
+        if known and weight > 0:
+            out[short] = round(sum(v * d for v, d in known) / weight, 2)
+    return out
+
+
+class OfflineProfiler:
+    name = "offline"
+
+    def profile(self, kernel: str, version: str, trial: str, params: dict[str, int], *,
+                context: AgentContext) -> Any:
+        C = compat.contracts
+        reports = context.reports_dir or (context.root / "reports")
+        path = reports / kernel / version / f"{trial}.json"
+        if not path.exists() and context.can_profile and context.runner is not None:
+            out = context.runner.profile(kernel, version, out_dir=reports, timeout_s=context.timeout_s,
+                                         trials=(trial,))
+            context.exchange.setdefault("commands", []).append(out.command)
+            if not out.ok:
+                context.notes.append(f"profiling {version} {trial} failed ({out.reason}); using suite timings")
+        if path.exists():
+            import json
+
+            context.exchange.setdefault("sources", []).append(str(path))
+            return C.ProfileContract.from_dict(json.loads(path.read_text(encoding="utf-8")))
+        context.notes.append(f"{version} {trial}: no ncu report; contract derived from the suite results JSON")
+        context.exchange.setdefault("sources", []).append("suite results JSON")
+        draft = contract_from_results(kernel, version, trial, params, context.results, [])
+        matches = context.matches
+        if not matches and context.knowledge is not None:
+            metrics = metrics_from_contract(draft)
+            matches = [compat.match_fields(m) for m in context.knowledge.match(metrics, kernel_tags=(kernel,))]
+        return contract_from_results(kernel, version, trial, params, context.results, matches)
+
+
+def _family(key: str) -> str | None:
+    for fam, (pat, _vals, _cat) in KNOBS.items():
+        if re.search(pat, key, re.I):
+            return fam
+    return None
+
+
+def propose_config(parent: dict[str, Any], planned: list[dict[str, Any]], tried: list[dict[str, Any]]
+                   ) -> tuple[dict[str, Any], list[str]] | None:
+    """The next untried CONFIG and the list of changes, or None when nothing applies.
+
+    Planned optimisations (catalog matches, best first) pick the knob families; an entry may also
+    carry an explicit ``config`` suggestion.  For each family, the next value of its hand-picked
+    list that is not the parent's and was not tried from this parent is used: one knob per version,
+    so each measured result is attributable to one change.
+    """
+    seen = [{**parent, **t} for t in tried]
+    for opt in planned:
+        if control_level(opt.get("name", ""), opt.get("languages", ())) == "cute":
+            continue  # not expressible as a CONFIG change
+        suggestion = {k: v for k, v in (opt.get("config") or {}).items() if k in parent and parent[k] != v}
+        if suggestion and {**parent, **suggestion} not in seen:
+            return {**parent, **suggestion}, [f"{k}: {parent[k]} -> {v} ({opt['name']})" for k, v in suggestion.items()]
+        text = f"{opt.get('name', '')} {opt.get('title', '')}"
+        for key, value in parent.items():
+            fam = _family(key)
+            if fam is None or not isinstance(value, int) or isinstance(value, bool):
+                continue
+            if not re.search(KNOBS[fam][2], text, re.I):
+                continue
+            for cand in KNOBS[fam][1]:
+                new = {**parent, key: cand}
+                if cand != value and new not in seen:
+                    return new, [f"{key}: {value} -> {cand} ({opt['name']})"]
+    # No catalog entry maps to a knob: manual promising tiles, one knob at a time, in KNOBS order.
+    for fam, (_pat, values, _cat) in KNOBS.items():
+        for key, value in parent.items():
+            if _family(key) != fam or not isinstance(value, int) or isinstance(value, bool):
+                continue
+            for cand in values:
+                new = {**parent, key: cand}
+                if cand != value and new not in seen:
+                    return new, [f"{key}: {value} -> {cand} (manual promising tile, no catalog match)"]
+    return None
+
+
+def render_version_module(kernel: str, name: str, parent: str, language: str, description: str,
+                          config: dict[str, Any], changes: list[str]) -> str:
+    cfg = ",\n".join(f"    {k!r}: {v!r}" for k, v in config.items())
+    why = "\n".join(f"#   {c}" for c in changes)
+    return f'''"""{name}: {description}"""
+
+# Generated by the kforge offline designer from {parent}; changes:
+{why}
+from __future__ import annotations
+
+from typing import Any
+
+from kforge_kernels.{kernel} import {parent} as _parent
+
+LANGUAGE = {language!r}
+PARENT = {parent!r}
+DESCRIPTION = {description!r}
+CONFIG: dict[str, Any] = {{
+{cfg},
+}}
+
+
+def run(*args: Any, config: dict[str, Any] | None = None, **kwargs: Any) -> Any:
+    cfg = dict(CONFIG)
+    cfg.update(config or {{}})
+    return _parent.run(*args, config=cfg, **kwargs)
+
+
+if hasattr(_parent, "supports"):
+    supports = _parent.supports
+'''
+
+
+def _literal_config(path: Path) -> tuple[str | None, dict[str, Any]]:
+    """PARENT and CONFIG of a version file read statically (no import: siblings may need a GPU DSL)."""
+    parent, config = None, {}
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError):
+        return None, {}
+    for node in tree.body:
+        target = node.targets[0] if isinstance(node, ast.Assign) else (
+            node.target if isinstance(node, ast.AnnAssign) else None)
+        if not isinstance(target, ast.Name) or node.value is None:  # type: ignore[union-attr]
+            continue
+        try:
+            value = ast.literal_eval(node.value)  # type: ignore[union-attr,arg-type]
+        except ValueError:
+            continue
+        if target.id == "PARENT":
+            parent = value
+        elif target.id == "CONFIG" and isinstance(value, dict):
+            config = value
+    return parent, config
+
+
+def next_version_name(kernel_dir: Path) -> str:
+    nums = [int(m.group(1)) for p in kernel_dir.glob("v*.py") if (m := re.match(r"^v(\d+)", p.stem))]
+    return f"v{max(nums, default=0) + 1}"
+
+
+class OfflineDesigner:
+    name = "offline"
+
+    def design(self, task: Any, *, context: AgentContext) -> Any:
+        C = compat.contracts
+        kdir = context.kernels_dir / task.kernel
+        from ...registry import Registry
+
+        parent = Registry(context.kernels_dir).kernel(task.kernel).version(task.current)
+        tried = [cfg for p in kdir.glob("v*.py") for par, cfg in [_literal_config(p)]
+                 if par == task.current and p.stem != task.new_version]
+        planned = [{"name": o.name, "title": o.name, "config": m.get("config", {}), "languages": m.get("languages", [])}
+                   for o in task.optimizations
+                   for m in [next((m for m in context.matches if m["name"] == o.name or m["title"] == o.name), {})]]
+        proposal = propose_config(parent.config, planned, tried)
+        if proposal is None:
+            raise DesignImpossible(
+                f"the offline designer has no untried CONFIG change for {task.kernel} {task.current} "
+                f"(CONFIG keys: {', '.join(parent.config) or 'none'}); start from a DSL version with tunables "
+                f"(--from) or use --agents anthropic")
+        config, changes = proposal
+        desc = f"{parent.description.split(' [')[0]} [{'; '.join(c.split(' (')[0] for c in changes)}]"
+        guard = compat.PathGuard(context.root, allowed=(f"{context.kernels_dir.relative_to(context.root)}/"
+                                                        f"{task.kernel}/", "docs/")) \
+            if context.kernels_dir.is_relative_to(context.root) else None
+        rel = f"{task.new_version}.py"
+        target = guard.resolve_for_write(str((kdir / rel).relative_to(context.root))) if guard else kdir / rel
+        from ...fsutil import atomic_write_text
+
+        atomic_write_text(target, render_version_module(task.kernel, task.new_version, task.current,
+                                                        parent.language, desc, config, changes))
+        context.exchange["file"] = str(target)
+        context.exchange["changes"] = changes
+        # The designer only proves the file imports as a version of the kernel; correctness and speed
+        # are VERIFY's job (the loop never trusts a designer's PASS).
+        try:
+            Registry(context.kernels_dir).kernel(task.kernel).version(task.new_version)
+            correctness = "PASS"
+        except Exception as exc:  # noqa: BLE001 - any import failure is a FAIL with its reason
+            correctness = "FAIL"
+            context.notes.append(f"{task.new_version} does not import: {exc}")
+        trials = [C.TrialCheck(32, 1, 4096, "decode: the memory-bound single-query case"),
+                  C.TrialCheck(32, 16, 4096, "spec: 16 queries share each KV read, the compute-heavier case")]
+        rel_target = str(target.relative_to(context.root)) if target.is_relative_to(context.root) else str(target)
+        return C.NewVersionSummary(task.kernel, task.new_version, changes + ["correctness: import check here, "
+                                   "suite in VERIFY"], [rel_target], [], correctness, trials,
+                                   f"docs/kernels/{task.kernel}.md")

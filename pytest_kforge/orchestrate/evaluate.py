@@ -1,0 +1,122 @@
+"""EVALUATE: goals, and the keep/discard rule for a new version against its parent.
+
+Keep rule (also in ``orchestrate/README.md``): for every trial of the matrix (decode, spec) take
+``gain = (parent_median - new_median) / parent_median * 100`` and
+``noise = max(parent.spread_pct, new.spread_pct)``, the larger measured run-to-run spread of the two
+(from the suite results JSON).  A version is **kept** only when
+
+1. it is correct (every correctness test and every trial row of the new version passed), and
+2. at least one trial is significantly faster (``gain > noise``), and
+3. no trial is significantly slower (``gain < -noise``).
+
+Otherwise it is **discarded** and the reason quotes the measured numbers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from ..errors import KforgeError
+
+__all__ = ["Goal", "parse_goal", "goals_met", "Decision", "decide", "rows_by_trial", "version_correct"]
+
+_GOAL_RE = re.compile(r"^\s*([a-z][a-z0-9_]*?)(?:_(us|pct_floor))?\s*(<=|>=|<|>)\s*([0-9.]+)\s*(us|%)?\s*$")
+
+
+@dataclasses.dataclass(frozen=True)
+class Goal:
+    trial: str
+    metric: str  # "median_us" | "pct_floor"
+    op: str
+    value: float
+    text: str
+
+    def met(self, row: Mapping[str, Any] | None) -> bool:
+        if row is None or row.get(self.metric) is None or not row.get("correct", False):
+            return False
+        v = float(row[self.metric])
+        return {"<=": v <= self.value, "<": v < self.value, ">=": v >= self.value, ">": v > self.value}[self.op]
+
+
+def parse_goal(text: str) -> Goal:
+    """``decode<=55us``, ``spec_us<800``, ``spec_pct_floor>=80`` (trial name first, then metric)."""
+    m = _GOAL_RE.match(text)
+    if not m:
+        raise KforgeError(f"goal {text!r} is not understood; write <trial>[_us|_pct_floor]<op><number>, "
+                          f"e.g. 'decode<=55us' or 'spec_pct_floor>=80'")
+    trial, kind, op, value, unit = m.groups()
+    metric = "pct_floor" if kind == "pct_floor" or unit == "%" else "median_us"
+    return Goal(trial, metric, op, float(value), text.strip())
+
+
+def rows_by_trial(results: Mapping[str, Any], version: str) -> dict[str, dict[str, Any]]:
+    """The trial rows of one version in a suite results JSON, keyed by trial name."""
+    return {r["trial"]: dict(r) for r in results.get("results", []) if r.get("version") == version}
+
+
+def version_correct(results: Mapping[str, Any], version: str) -> tuple[bool, str]:
+    fails = [c for c in results.get("correctness", []) if c.get("version") == version and not c.get("passed")]
+    if fails:
+        return False, f"{len(fails)} correctness test(s) failed, first: {fails[0].get('test')}: " \
+                      f"{fails[0].get('message', '')}".strip()
+    rows = rows_by_trial(results, version)
+    if not rows:
+        return False, f"no trial results for {version} (the suite did not measure it)"
+    bad = [t for t, r in rows.items() if not r.get("correct", False) or r.get("error")]
+    if bad:
+        r = rows[bad[0]]
+        return False, f"trial {bad[0]} failed: {r.get('error') or 'incorrect output'}"
+    return True, "correct"
+
+
+def goals_met(goals: list[Goal], rows: Mapping[str, Mapping[str, Any]]) -> tuple[bool, list[str]]:
+    """(all met, one line per goal).  No goals means never met (iterate until --iterations)."""
+    lines = []
+    for g in goals:
+        row = rows.get(g.trial)
+        got = "n/a" if row is None else row.get(g.metric)
+        lines.append(f"{g.text}: {'met' if g.met(row) else 'not met'} (measured {got})")
+    return bool(goals) and all(g.met(rows.get(g.trial)) for g in goals), lines
+
+
+@dataclasses.dataclass
+class Decision:
+    kept: bool
+    reason: str
+    per_trial: dict[str, dict[str, float]]
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def decide(results: Mapping[str, Any], parent: str, new: str,
+           parent_results: Mapping[str, Any] | None = None) -> Decision:
+    """Apply the keep rule; ``parent_results`` defaults to ``results`` (both measured in one VERIFY run)."""
+    ok, why = version_correct(results, new)
+    if not ok:
+        return Decision(False, f"discarded: {new} is not correct ({why})", {})
+    prow = rows_by_trial(parent_results or results, parent)
+    nrow = rows_by_trial(results, new)
+    per: dict[str, dict[str, float]] = {}
+    for trial in sorted(set(prow) & set(nrow)):
+        p, n = prow[trial], nrow[trial]
+        if p.get("median_us") is None or n.get("median_us") is None:
+            continue
+        pu, nu = float(p["median_us"]), float(n["median_us"])
+        noise = max(float(p.get("spread_pct") or 0.0), float(n.get("spread_pct") or 0.0))
+        per[trial] = {"parent_us": pu, "new_us": nu, "gain_pct": round((pu - nu) / pu * 100.0, 2),
+                      "noise_pct": round(noise, 2)}
+    if not per:
+        return Decision(False, f"discarded: no trial measured for both {parent} and {new}", per)
+    desc = "; ".join(f"{t} {v['parent_us']:.1f}->{v['new_us']:.1f} us ({v['gain_pct']:+.1f}%, spread "
+                     f"{v['noise_pct']:.1f}%)" for t, v in per.items())
+    slower = [t for t, v in per.items() if v["gain_pct"] < -v["noise_pct"]]
+    faster = [t for t, v in per.items() if v["gain_pct"] > v["noise_pct"]]
+    if slower:
+        return Decision(False, f"discarded: significantly slower on {', '.join(slower)}: {desc}", per)
+    if not faster:
+        return Decision(False, f"discarded: no gain beyond the run-to-run spread: {desc}", per)
+    return Decision(True, f"kept: faster beyond the spread on {', '.join(faster)}: {desc}", per)

@@ -1,0 +1,109 @@
+"""STRATEGIZE helpers: picking catalog entries, the tuning-space policy, and the designer's task.
+
+Tuning-space policy (seed workflow), applied per parent version by :func:`tuning_phase`:
+
+1. ``manual``: the first child of a version applies the catalog's promising change by hand;
+2. ``tile-configs``: the next two children try a few tile configs to see how time moves;
+3. ``coarse-autotune``: only when the picture is still unclear (no child kept yet), a coarse
+   sweep over hand-picked values (pruned by domain knowledge: one knob at a time, values from the
+   designer's short lists), time-boxed by ``--autotune-budget`` (default 1 h per version);
+4. ``stop``: when the budget is spent, or the coarse sweep (``COARSE_LIMIT`` configs) shows no
+   significant gain over the parent.  The cautionary example from the workflow: a version tuned
+   over 10,000 configurations showed no significant gain over its parent -- design beats
+   autotuning, so the loop stops tuning and reports it instead of sweeping further.
+
+A finer autotune is only for a version with real promise: a kept child becomes the new parent
+and the policy restarts from ``manual`` for it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import compat
+from .agents.base import clean
+
+__all__ = ["COARSE_LIMIT", "tuning_phase", "pick_entries", "build_task", "LANGUAGE_LIMITS"]
+
+COARSE_LIMIT = 6
+
+LANGUAGE_LIMITS = {
+    "cutile-dsl": "tile-level only (tile shapes, split count, num_ctas/occupancy and latency hints, fusion); no "
+                  "explicit warp roles, named barriers or register reallocation; tile dims powers of two",
+    "cute-dsl": "explicit control available (warp specialisation, wgmma/TMA staging with mbarriers, setmaxnreg, "
+                "named barriers); keep sm_90a-only paths behind supports() and the sm80 fallback working",
+    "torch": "reference language: correctness only, not a speed target",
+}
+
+
+def tuning_phase(history: list[dict[str, Any]], parent: str, budget_s: float) -> tuple[str, str]:
+    """(phase, why) for the next child of ``parent`` given this run's evaluated attempts."""
+    attempts = [h for h in history if h.get("parent") == parent]
+    spent = sum(float(h.get("verify_s", 0.0)) for h in attempts)
+    if attempts and spent >= budget_s:
+        return "stop", (f"the tuning budget for {parent} ({budget_s:g} s) is spent on {len(attempts)} configs "
+                        f"without a kept version; design the next change instead of autotuning further")
+    if len(attempts) >= COARSE_LIMIT and not any(h.get("kept") for h in attempts):
+        return "stop", (f"the coarse sweep of {len(attempts)} configs from {parent} shows no significant gain; "
+                        f"design beats autotuning (cf. the 10,000-config example with no gain over its parent)")
+    if not attempts:
+        return "manual", "first child: apply the catalog's promising change by hand"
+    if len(attempts) < 3:
+        return "tile-configs", f"{len(attempts)} config(s) tried from {parent}: try a few tile configs"
+    return "coarse-autotune", (f"picture unclear after {len(attempts)} configs: coarse sweep over hand-picked "
+                               f"values, time-boxed ({budget_s - spent:.0f} s left)")
+
+
+def pick_entries(kb: Any, metrics: dict[str, dict[str, float]], profiles: dict[str, Any], *, kernel: str,
+                 language: str, limit: int = 3) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(entries to apply, anti-patterns to avoid) from the catalog matches of every trial's metrics.
+
+    The profiler's own opportunities are added when the catalog did not match them (an LLM profiler
+    may name entries by path).  Entries are ranked by estimated gain, best first.
+    """
+    best: dict[str, dict[str, Any]] = {}
+    for trial, m in metrics.items():
+        for match in kb.match(m, kernel_tags=(kernel,), language=language):
+            f = compat.match_fields(match)
+            f["trial"] = trial
+            if f["name"] not in best or f["est_gain_pct"] > best[f["name"]]["est_gain_pct"]:
+                best[f["name"]] = f
+    for trial, p in profiles.items():
+        for o in p.get("opportunities", []):
+            key = o.get("entry") or o["name"]
+            if not any(key in (b["name"], b["path"], b["title"]) for b in best.values()):
+                best[key] = {"name": o["name"], "title": o["name"], "path": o.get("entry", ""), "kind": "optimization",
+                             "languages": [], "est_gain_pct": float(o.get("est_gain_pct") or 0.0),
+                             "trigger": o.get("trigger", ""), "config": {}, "trial": trial}
+    ranked = sorted(best.values(), key=lambda f: -f["est_gain_pct"])
+    avoid = [f for f in ranked if "anti" in f["kind"].lower()]
+    apply = [f for f in ranked if "anti" not in f["kind"].lower()][:limit]
+    return apply, avoid
+
+
+def build_task(*, kernel: str, current: str, new_version: str, profiles: dict[str, Any],
+               metrics: dict[str, dict[str, float]], planned: list[dict[str, Any]], selection: dict[str, Any],
+               design_language: str, offline: bool) -> Any:
+    """The OptimizationTask in the seed's shape, with constraints derived from the measured metrics."""
+    C = compat.contracts
+    trial = "decode" if "decode" in profiles else next(iter(profiles), "")
+    p = profiles.get(trial, {})
+    bottleneck = (f"{p.get('bottleneck', 'unknown')}-bound on {trial}: {p.get('root_cause', '')}" if p else
+                  "not profiled yet (no report): see the suite timings")
+    m = metrics.get(trial, {})
+    regs = m.get("registers_per_thread")
+    occ = m.get("achieved_occupancy_pct")
+    spills = m.get("local_spill_bytes")
+    reg = (f"<= {regs:.0f} regs/thread (the parent's), no local-memory spills" if regs else
+           "<= 255 regs/thread and no local-memory spills (check with the profiler)")
+    if spills:
+        reg += f" (the parent spills {spills:.0f} bytes: remove them)"
+    occ_txt = f">= the parent's achieved occupancy ({occ:.0f}%)" if occ else "keep the parent's occupancy or better"
+    control = f"{selection.get('control_level', 'tile')}-level ({design_language})"
+    limits = LANGUAGE_LIMITS.get(design_language, "")
+    if offline:
+        limits = f"CONFIG-only change of {current} (LANGUAGE stays {design_language}), " + limits
+    opts = [C.PlannedOptimization(clean(o["name"]), clean(o["rationale"]), clean(o.get("link", "")))
+            for o in planned]
+    return C.OptimizationTask(kernel, current, new_version, clean(bottleneck), opts,
+                              C.Constraints(clean(reg), clean(occ_txt), clean(control), clean(limits)))

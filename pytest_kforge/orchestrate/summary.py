@@ -1,0 +1,87 @@
+"""The end of a run: a table of every version (DSL, decode/spec time, % of floor, kept or discarded,
+why) and a PNG of the trajectory.  matplotlib is optional: without it the plot is skipped with a
+note (``pip install matplotlib``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..fsutil import atomic_write_text
+from .state import RunState
+
+__all__ = ["summary_rows", "render_table", "plot_trajectory", "write_summary"]
+
+
+def summary_rows(state: RunState) -> list[dict[str, Any]]:
+    """The start version, then every evaluated version in order (from the EVALUATE steps' outputs)."""
+    rows: list[dict[str, Any]] = []
+    start = state.steps.get("1:ANALYZE")
+    if start is not None and start.outputs.get("start"):
+        s = start.outputs["start"]
+        r0: dict[str, Any] = {"version": s["version"], "dsl": start.outputs.get("current_language", ""),
+                              "kept": None, "why": "starting point"}
+        for t, r in s.get("rows", {}).items():
+            r0[f"{t}_us"], r0[f"{t}_pct_floor"] = r.get("median_us"), r.get("pct_floor")
+        rows.append(r0)
+    evals = sorted((k for k, r in state.steps.items() if k.endswith(":EVALUATE") and r.status == "done"),
+                   key=lambda k: int(k.split(":")[0]))
+    if evals:
+        rows += state.steps[evals[-1]].outputs.get("history", [])
+    return rows
+
+
+def _f(x: Any, fmt: str = "{:.1f}") -> str:
+    return "-" if x is None else fmt.format(float(x))
+
+
+def render_table(rows: list[dict[str, Any]]) -> str:
+    head = "| Version | DSL | decode us | spec us | decode % floor | spec % floor | Kept | Why |"
+    out = [head, "|" + "---|" * 8]
+    for r in rows:
+        kept = "start" if r.get("kept") is None else ("kept" if r["kept"] else "discarded")
+        out.append(f"| {r['version']} | {r.get('dsl', '')} | {_f(r.get('decode_us'))} | {_f(r.get('spec_us'))} | "
+                   f"{_f(r.get('decode_pct_floor'))} | {_f(r.get('spec_pct_floor'))} | {kept} | "
+                   f"{str(r.get('why', '')).replace('|', '/')} |")
+    return "\n".join(out) + "\n"
+
+
+def plot_trajectory(rows: list[dict[str, Any]], path: Path) -> str:
+    """Write the PNG; returns a one-line note (written, or why not)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "plot skipped: matplotlib is not installed (pip install matplotlib)"
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for ax, trial in zip(axes, ("decode", "spec")):
+        xs = [r["version"] for r in rows]
+        ys = [r.get(f"{trial}_us") for r in rows]
+        colors = ["tab:blue" if r.get("kept") is None else ("tab:green" if r["kept"] else "tab:red") for r in rows]
+        ax.scatter(range(len(xs)), [y if y is not None else float("nan") for y in ys], c=colors)
+        best, line = None, []
+        for r, y in zip(rows, ys):
+            if y is not None and (r.get("kept") in (None, True)):
+                best = y if best is None else min(best, y)
+            line.append(best if best is not None else float("nan"))
+        ax.step(range(len(xs)), line, where="post", color="tab:gray")
+        ax.set_xticks(range(len(xs)), xs, rotation=45)
+        ax.set_title(f"{trial} median (us); green kept, red discarded")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return f"plot written to {path}"
+
+
+def write_summary(state: RunState) -> tuple[str, str]:
+    """(table, plot note); the table is also saved as ``summary.md`` in the run folder."""
+    rows = summary_rows(state)
+    table = render_table(rows)
+    totals = state.totals()
+    extra = f"\nTokens: {totals['tokens'] or 'none'}; cost ${totals['cost_usd']:.4f}\n"
+    atomic_write_text(state.dir / "summary.md", table + extra + "".join(f"\nNote: {n}" for n in state.notes))
+    note = plot_trajectory(rows, state.dir / "trajectory.png") if rows else "plot skipped: no versions"
+    return table + extra, note

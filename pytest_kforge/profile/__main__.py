@@ -1,0 +1,87 @@
+"""``python -m pytest_kforge.profile``: profile a version outside pytest, or check the metric table.
+
+    python -m pytest_kforge.profile --kernel mla --version v1 --trial decode,spec --out reports
+    python -m pytest_kforge.profile --kernel mla --version v0 --trial decode --from-csv tests/data/ncu/h200
+    python -m pytest_kforge.profile --list-metrics
+    python -m pytest_kforge.profile --check-metrics [--ncu PATH]     # doctor: ncu --query-metrics
+
+(Here ``--version`` is ours: this is not pytest, so it does not clash with pytest's own.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .metrics import METRICS, check_metrics
+
+
+def _list_metrics() -> int:
+    print(f"{'short name':<26} {'unit':<6} {'combine':<7} ncu metric(s), first candidate first")
+    for d in METRICS.values():
+        print(f"{d.short:<26} {d.unit:<6} {d.combine:<7} {' | '.join(' + '.join(c) for c in d.candidates)}")
+    return 0
+
+
+def _check_metrics(ncu: str | None, listing: str | None) -> int:
+    from .collect import find_ncu, run_command
+    from .command import query_metrics_command
+    from .metrics import parse_query_metrics
+
+    if listing:
+        text = Path(listing).read_text(encoding="utf-8")
+    else:
+        exe = find_ncu(ncu)
+        if exe is None:
+            print("ERROR: ncu not found; install Nsight Compute or pass --ncu /path/to/ncu")
+            return 2
+        text = run_command(query_metrics_command(ncu=exe), timeout_s=180).stdout
+    names = parse_query_metrics(text)
+    if len(names) < 50:
+        print(f"ERROR: `ncu --query-metrics` listed {len(names)} metrics; it needs a supported GPU "
+              f"(or pass --chips via a saved listing: --listing FILE)")
+        return 2
+    bad = 0
+    for short, status, detail in check_metrics(names):
+        bad += status == "missing"
+        print(f"{status.upper():<9} {short:<26} {detail}")
+    print(f"{len(METRICS) - bad}/{len(METRICS)} short names resolvable on this ncu/GPU")
+    return 1 if bad else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m pytest_kforge.profile", description=__doc__.split("\n")[0])
+    ap.add_argument("--kernel", default="mla")
+    ap.add_argument("--version", dest="kversion", default=None, help="the kernel version, e.g. v1")
+    ap.add_argument("--trial", default=None, help="comma list (default: the spec's default trials)")
+    ap.add_argument("--out", default=None, help="reports folder (default: ./reports)")
+    ap.add_argument("--root", default=".", help="project root (kernels/, docs/)")
+    ap.add_argument("--ncu", default=None, help="ncu executable (default: $KFORGE_NCU or ncu on PATH)")
+    ap.add_argument("--timeout", type=float, default=300.0, help="seconds per ncu run")
+    ap.add_argument("--baseline", default=None, help="version to compare with (default: the parent)")
+    ap.add_argument("--from-csv", default=None, help="read recorded raw CSVs from this folder instead of running ncu")
+    ap.add_argument("--no-devlog", action="store_true", help="do not update docs/kernels/<kernel>.md")
+    ap.add_argument("--list-metrics", action="store_true", help="print the short-name -> ncu metric table")
+    ap.add_argument("--check-metrics", action="store_true", help="check the table against ncu --query-metrics")
+    ap.add_argument("--listing", default=None, help="with --check-metrics: a saved --query-metrics output")
+    args = ap.parse_args(argv)
+    if args.list_metrics:
+        return _list_metrics()
+    if args.check_metrics:
+        return _check_metrics(args.ncu, args.listing)
+    if not args.kversion:
+        ap.error("--version is required (e.g. --version v1), or use --list-metrics / --check-metrics")
+    from .run import profile_version
+
+    trials = [t.strip() for t in args.trial.split(",")] if args.trial else None
+    outcomes = profile_version(args.kernel, args.kversion, trials, root=args.root, reports_dir=args.out,
+                               ncu=args.ncu, timeout_s=args.timeout, baseline=args.baseline,
+                               from_csv=args.from_csv, update_devlog=not args.no_devlog)
+    for o in outcomes:
+        print(o.line())
+    return 0 if all(o.fault is None for o in outcomes) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,245 @@
+"""The profile contract: from ncu records to ``reports/<kernel>/<version>/<trial>.md`` + ``.json``.
+
+:func:`build_report` is pure (records in, :class:`ProfileReport` out) so golden tests run on CPU
+from recorded CSVs.  The markdown is :class:`pytest_kforge.contracts.ProfileContract` rendered in
+the workflow's shape; the JSON twin adds what a reader needs to check it: every stage's metrics
+and the ncu metric each value came from, the rule that fired, the roofline position, notes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .parse import KernelRecord
+from .rules import Verdict, aggregate, classify, key_issue, root_cause
+
+__all__ = ["ProfileReport", "stage_name", "build_report", "baseline_rows", "knowledge_opportunities",
+           "write_report", "load_report_json", "perf_block"]
+
+#: metrics compared in "vs Baseline": (short name, unit, percentage-point change?)
+BASELINE_METRICS: tuple[tuple[str, str, bool], ...] = (
+    ("duration_us", "us", False), ("pct_floor", "%", True), ("dram_pct", "%", True), ("tensor_pct", "%", True),
+    ("achieved_occupancy_pct", "%", True), ("dram_read_mb", "MB", False), ("num_launches", "", False),
+)
+
+
+@dataclasses.dataclass
+class ProfileReport:
+    """A rendered profile: the contract, its markdown, and the JSON twin."""
+
+    contract: Any  # pytest_kforge.contracts.ProfileContract
+    data: dict[str, Any]
+
+    @property
+    def markdown(self) -> str:
+        """The contract's markdown; an empty opportunity list gets one un-numbered "(none: why)"
+        line so a reader knows it is empty on purpose (parsers skip un-numbered lines)."""
+        text = self.contract.render()
+        if not self.contract.opportunities:
+            why = next((n for n in self.data.get("notes", []) if n.startswith("no ")), "no entry matched")
+            head = "### Top 3 Opportunities (ranked by estimated impact)\n"
+            text = text.replace(head, head + f"(none: {why})\n", 1)
+        return text
+
+
+_NOISE = re.compile(r"^(void|static|__global__)\s+")
+
+
+def stage_name(kernel_name: str, stage_names: Mapping[str, str] | None = None) -> str:
+    """A readable stage name: the version's ``STAGE_NAMES`` substring map first, else the kernel's
+    function name without return type, namespaces and template arguments (at most 48 chars)."""
+    for sub, friendly in (stage_names or {}).items():
+        if sub in kernel_name:
+            return friendly
+    name = _NOISE.sub("", kernel_name.strip())
+    depth, out = 0, []
+    for ch in name:  # drop <...> and (...) contents
+        if ch in "<(":
+            depth += 1
+        elif ch in ">)":
+            depth = max(0, depth - 1)
+        elif depth == 0:
+            out.append(ch)
+    base = "".join(out).strip().split("::")[-1].strip() or kernel_name.strip()
+    return base if len(base) <= 48 else base[:45] + "..."
+
+
+def _round(x: float | None, nd: int = 1) -> float | None:
+    return None if x is None else round(float(x), nd)
+
+
+def knowledge_opportunities(metrics: Mapping[str, float], *, kernel_tags: Sequence[str], language: str | None,
+                            root: str | Path = "docs/knowledge") -> tuple[list[Any], list[str]]:
+    """Top 3 :class:`Opportunity` from the knowledge base at ``root``, ranked by est. gain, and notes.
+
+    Each opportunity's ``entry`` is the entry file relative to the project (``root``'s grandparent).
+    """
+    from pytest_kforge.contracts import Opportunity
+
+    try:
+        from pytest_kforge.knowledge import KnowledgeBase  # type: ignore[import-not-found]
+    except ImportError as exc:
+        return [], [f"no opportunities: the knowledge base module is not importable ({exc}); "
+                    f"install pytest_kforge.knowledge to get ranked opportunities"]
+    try:
+        kb = KnowledgeBase(root=root)
+        try:  # opportunities are optimisations; anti-patterns are not things to apply
+            matches = kb.match(dict(metrics), kernel_tags=tuple(kernel_tags), language=language,
+                               kinds=("optimization",))
+        except TypeError:
+            matches = kb.match(dict(metrics), kernel_tags=tuple(kernel_tags), language=language)
+    except Exception as exc:  # noqa: BLE001 - a broken entry must not lose the profile
+        return [], [f"no opportunities: the knowledge base at {root} failed to match ({type(exc).__name__}: {exc})"]
+    opps = []
+    for m in sorted(matches, key=lambda m: -float(m.est_gain_pct)):
+        entry = m.entry
+        name = str(getattr(entry, "name", None) or getattr(entry, "title", None) or entry)
+        path = getattr(entry, "path", None)
+        ref = str(path) if path is not None else str(getattr(entry, "slug", "") or "")
+        try:
+            rel = str(Path(ref).resolve().relative_to(Path(root).resolve().parent.parent)) if ref else ""
+        except ValueError:
+            rel = ref
+        opps.append(Opportunity(name.replace("--", "-"), round(float(m.est_gain_pct), 1),
+                                str(m.trigger).replace("--", "-"), rel.replace("--", "-")))
+        if len(opps) == 3:
+            break
+    notes = [] if opps else [f"no knowledge-base entry under {root} matches these metrics"]
+    return opps, notes
+
+
+def baseline_rows(current: Mapping[str, float], previous: Mapping[str, float]) -> list[Any]:
+    """vs Baseline rows: relative change for times/bytes/counts, percentage points for percentages."""
+    from pytest_kforge.contracts import BaselineRow
+
+    rows = []
+    for key, unit, pp in BASELINE_METRICS:
+        if key not in current or key not in previous:
+            continue
+        cur, prev = float(current[key]), float(previous[key])
+        if pp:
+            rows.append(BaselineRow(key, f"{prev:.1f}%", f"{cur:.1f}%", f"{cur - prev:+.1f} pp"))
+        else:
+            rows.append(BaselineRow.from_values(key, prev, cur, unit))
+    return rows
+
+
+def build_report(kernel: str, version: str, trial: str, params: Mapping[str, int], records: Sequence[KernelRecord],
+                 *, flops: float | None = None, min_bytes: float | None = None, roofline: Any = None,
+                 stage_names: Mapping[str, str] | None = None, language: str | None = None,
+                 baseline: Mapping[str, Any] | None = None, opportunities: Callable[..., tuple[list, list]] | None
+                 = None, extra: Mapping[str, Any] | None = None,
+                 knowledge_root: str | Path = "docs/knowledge") -> ProfileReport:
+    """Everything but I/O: stages, the verdict, root cause, opportunities, baseline, JSON twin.
+
+    ``baseline`` is the parent's JSON twin (as :func:`load_report_json` returns it).
+    ``opportunities(metrics, kernel_tags=..., language=...)`` defaults to the knowledge base.
+    """
+    from pytest_kforge.contracts import ProfileContract, StageRow
+
+    from pytest_kforge.spec import Roofline
+
+    if not records:
+        raise ValueError(f"no kernel records for {kernel} {version} {trial}; nothing was profiled")
+    roof = roofline or Roofline()
+    stages_m = [dict(r.metrics) for r in records]
+    agg = aggregate(stages_m)
+    notes: list[str] = []
+    bound = None
+    if flops is not None and min_bytes is not None:
+        bound = roof.bound(flops, min_bytes)
+        floor_us = roof.floor_s(flops, min_bytes) * 1e6
+        if agg.get("duration_us"):
+            agg["pct_floor"] = floor_us / agg["duration_us"] * 100.0
+        moved = (agg.get("dram_read_mb", 0.0) + agg.get("dram_write_mb", 0.0)) * 1e6
+        if moved > 0:
+            agg["arith_intensity"] = flops / moved
+    total = agg.get("duration_us", 0.0) or 1.0
+    rows, stage_data = [], []
+    seen: dict[str, int] = {}
+    for rec, m in zip(records, stages_m):
+        v = classify(m)
+        name = stage_name(rec.name, stage_names)
+        seen[name] = seen.get(name, 0) + 1
+        if seen[name] > 1:
+            name = f"{name} #{seen[name]}"
+        rows.append(StageRow(name, _round(m.get("duration_us", 0.0), 2) or 0.0, _round(m.get("tensor_pct")),
+                             _round(m.get("dram_pct")), _round(m.get("achieved_occupancy_pct")), v.kind,
+                             key_issue(m, v)))
+        stage_data.append({"stage": name, "kernel_name": rec.name, "grid": rec.grid, "block": rec.block,
+                           "share_pct": round(m.get("duration_us", 0.0) / total * 100, 1),
+                           "verdict": dataclasses.asdict(v), "metrics": {k: round(x, 4) for k, x in m.items()},
+                           "sources": rec.sources})
+    verdict: Verdict = classify(agg, roofline_bound=bound)
+    dom = max(range(len(records)), key=lambda i: stages_m[i].get("duration_us", 0.0))
+    share = stages_m[dom].get("duration_us", 0.0) / total * 100
+    cause = root_cause(agg, verdict, dominant=rows[dom].stage if len(rows) > 1 else "", dominant_share=share)
+    trigger_metrics = {k: round(x, 4) for k, x in agg.items()}
+    find = opportunities or (lambda m, **kw: knowledge_opportunities(m, root=knowledge_root, **kw))
+    opps, opp_notes = find(trigger_metrics, kernel_tags=(kernel,), language=language)
+    notes += opp_notes
+    base_rows = []
+    if baseline:
+        base_rows = baseline_rows(agg, baseline.get("metrics", {}))
+        notes.append(f"baseline: {baseline.get('version')} ({baseline.get('trial')})")
+    contract = ProfileContract(kernel, version, {k: int(v) for k, v in params.items()}, rows, verdict.kind,
+                               cause, list(opps), base_rows)
+    data = {
+        "kernel": kernel, "version": version, "trial": trial, "params": dict(params), "language": language,
+        "contract": contract.to_dict(), "metrics": trigger_metrics, "verdict": dataclasses.asdict(verdict),
+        "roofline": {"flops": flops, "min_bytes": min_bytes, "bound": bound,
+                     "floor_us": round(roof.floor_s(flops, min_bytes) * 1e6, 3) if flops and min_bytes else None,
+                     "tbs": roof.bandwidth_bytes_per_s / 1e12, "tflops": roof.flops_per_s / 1e12},
+        "stages": stage_data, "notes": notes, **dict(extra or {}),
+    }
+    return ProfileReport(contract, data)
+
+
+def write_report(report: ProfileReport, out_dir: str | Path) -> tuple[Path, Path]:
+    """Write ``<out_dir>/<trial>.md`` and ``.json`` atomically; returns both paths."""
+    from pytest_kforge.fsutil import atomic_write_text
+
+    out = Path(out_dir)
+    trial = report.data["trial"]
+    md, js = out / f"{trial}.md", out / f"{trial}.json"
+    atomic_write_text(md, report.markdown)
+    atomic_write_text(js, json.dumps(report.data, indent=1, sort_keys=False) + "\n")
+    return md, js
+
+
+def load_report_json(path: str | Path) -> dict[str, Any] | None:
+    p = Path(path)
+    if not p.exists():
+        return None
+    try:
+        return json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def perf_block(reports_dir: str | Path, kernel: str, *, link_base: str = "../../reports") -> str:
+    """The devlog's ``perf`` block: one row per saved profile of ``kernel`` (newest data wins)."""
+    from pytest_kforge.registry import version_sort_key
+
+    root = Path(reports_dir) / kernel
+    rows = []
+    for js in sorted(root.glob("*/*.json"), key=lambda p: (version_sort_key(p.parent.name), p.stem)):
+        d = load_report_json(js)
+        if not d or "contract" not in d:
+            continue
+        m = d.get("metrics", {})
+        opps = d["contract"].get("opportunities") or []
+        top = f"{opps[0]['name']} (est. {opps[0]['est_gain_pct']:g}%)" if opps else "none matched"
+        pf = f"{m['pct_floor']:.0f}%" if "pct_floor" in m else "n/a"
+        rows.append(f"| {d['version']} | {d['trial']} | {m.get('duration_us', 0):.1f} | {pf} | "
+                    f"{d['contract']['bottleneck']}-bound | {top} | "
+                    f"[{d['trial']}]({link_base}/{kernel}/{d['version']}/{d['trial']}.md) |")
+    head = ["### Profiles (ncu, `--clock-control none`; written by pytest-kforge --kforge-profile)", "",
+            "| Version | Trial | GPU time (us) | % of floor | Bottleneck | Top opportunity | Report |",
+            "|---------|-------|---------------|------------|------------|-----------------|--------|"]
+    return "\n".join(head + (rows or ["| - | - | - | - | - | no profiles yet | - |"])) + "\n"

@@ -1,0 +1,146 @@
+"""Profile one version on its trial configs: collect under ncu, build, write, update the devlog.
+
+Used by the pytest plugin (``--kforge-profile``) and ``python -m pytest_kforge.profile``.  Faults
+never raise: each trial gets a :class:`TrialOutcome` whose ``line()`` is what the user reads.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .collect import DEFAULT_TIMEOUT_S, available_metrics, collect, find_ncu
+from .parse import NcuParseError, load_records
+from .report import build_report, load_report_json, perf_block, write_report
+
+__all__ = ["TrialOutcome", "profile_version"]
+
+
+@dataclasses.dataclass
+class TrialOutcome:
+    kernel: str
+    version: str
+    trial: str
+    md_path: Path | None = None
+    json_path: Path | None = None
+    rep_path: Path | None = None
+    fault: str | None = None
+    wall_s: float = 0.0
+    bottleneck: str | None = None
+    duration_us: float | None = None
+
+    def line(self) -> str:
+        if self.fault:
+            return f"kforge profile {self.kernel} {self.version} {self.trial}: FAULT: {self.fault}"
+        return (f"kforge profile {self.kernel} {self.version} {self.trial}: {self.bottleneck}-bound, "
+                f"{self.duration_us:.1f} us GPU time, ncu {self.wall_s:.1f} s -> {self.md_path}")
+
+
+def _find_csv(folder: Path, version: str, trial: str) -> Path | None:
+    for name in (f"{trial}.csv", f"{version}-{trial}.csv", f"{version}/{trial}.csv"):
+        if (folder / name).exists():
+            return folder / name
+    return None
+
+
+def profile_version(kernel: str, version: str, trials: Sequence[str] | None = None, *,
+                    root: str | Path = ".", reports_dir: str | Path | None = None, ncu: str | None = None,
+                    timeout_s: float = DEFAULT_TIMEOUT_S, baseline: str | None = None,
+                    from_csv: str | Path | None = None, update_devlog: bool = True,
+                    kernels_dir: str | Path | None = None, roofline: Any = None,
+                    params: Mapping[str, Mapping[str, int]] | None = None,
+                    bench_us: Mapping[str, float] | None = None) -> list[TrialOutcome]:
+    """Profile ``kernel version`` on ``trials`` (default: the spec's default trials).
+
+    ``from_csv`` reads recorded raw CSVs (``<trial>.csv`` or ``<version>-<trial>.csv``) instead
+    of running ncu.  ``baseline`` names the version to compare with (default: the parent).
+    ``params`` overrides a trial's parameters (e.g. b halved by the harness); ``bench_us`` is the
+    harness's median per trial, recorded beside ncu's duration for the agreement check.
+    """
+    from pytest_kforge.registry import load_kernel
+
+    root = Path(root)
+    kdir = Path(kernels_dir) if kernels_dir else root / "kernels"
+    reports = Path(reports_dir) if reports_dir else root / "reports"
+    k = load_kernel(kernel, kdir)
+    spec = k.spec
+    language, parent, stage_names = None, None, None
+    try:
+        v = k.version(version)
+        language, parent = v.language, v.parent
+        stage_names = getattr(v.module, "STAGE_NAMES", None)
+    except Exception as exc:  # noqa: BLE001 - a DSL missing here does not stop reading recorded data
+        parent = None
+        load_note = f"version module not importable here ({type(exc).__name__}); language/parent unknown"
+    else:
+        load_note = ""
+    base_name = baseline or parent
+    out_dir = reports / kernel / version
+    outcomes: list[TrialOutcome] = []
+    available = None
+    exe = find_ncu(ncu) if from_csv is None else None
+    if exe is not None:
+        available = available_metrics(exe, cache=root / ".kforge-cache" / "ncu-query-metrics.txt")
+    for trial in trials or spec.default_trials:
+        out = TrialOutcome(kernel, version, trial)
+        outcomes.append(out)
+        try:
+            tc = spec.trial(trial)
+        except KeyError as exc:
+            out.fault = str(exc.args[0])
+            continue
+        p = dict(params[trial]) if params and trial in params else dict(tc.params)
+        extra: dict[str, Any] = {"trial_id": tc.with_params(**p).id}
+        if from_csv is not None:
+            csv_path = _find_csv(Path(from_csv), version, trial)
+            if csv_path is None:
+                out.fault = f"no recorded CSV for {version} {trial} in {from_csv} (looked for {trial}.csv, {version}-{trial}.csv)"
+                continue
+            extra["source"] = {"csv": str(csv_path)}
+        else:
+            got = collect(kernel, version, trial, out_dir=out_dir, ncu=ncu, timeout_s=timeout_s, kernels_dir=kdir,
+                          available=available, cwd=root, params=p if p != dict(tc.params) else None)
+            out.wall_s = got.wall_s
+            if got.fault:
+                out.fault = got.fault
+                continue
+            csv_path = got.csv_path
+            out.rep_path = got.rep_path
+            extra["source"] = {"ncu_rep": f"{trial}.ncu-rep", "csv": f"{trial}.csv", "ncu_wall_s": round(got.wall_s, 2),
+                               "command": got.command}
+        try:
+            records = load_records(csv_path=csv_path, rep_path=out.rep_path)
+        except NcuParseError as exc:
+            out.fault = str(exc)
+            continue
+        if not records:
+            out.fault = f"the ncu data for {version} {trial} has no kernel rows; no kernel matched the NVTX filter"
+            continue
+        if bench_us and trial in bench_us:
+            extra["bench_median_us"] = bench_us[trial]
+        base = load_report_json(reports / kernel / base_name / f"{trial}.json") if base_name else None
+        try:
+            rep = build_report(kernel, version, trial, p, records, flops=spec.flops(p), min_bytes=spec.min_bytes(p),
+                               roofline=roofline, stage_names=stage_names, language=language, baseline=base,
+                               extra=extra, knowledge_root=root / "docs" / "knowledge")
+        except Exception as exc:  # noqa: BLE001 - one bad trial must not lose the others
+            out.fault = f"could not build the report for {version} {trial}: {type(exc).__name__}: {exc}"
+            continue
+        if load_note:
+            rep.data["notes"].append(load_note)
+        if base_name and base is None:
+            rep.data["notes"].append(f"no baseline: reports/{kernel}/{base_name}/{trial}.json does not exist yet")
+        if bench_us and trial in bench_us and bench_us[trial]:
+            ncu_us = rep.data["metrics"].get("duration_us", 0.0)
+            rep.data["ncu_vs_bench_pct"] = round((ncu_us - bench_us[trial]) / bench_us[trial] * 100, 2)
+        out.md_path, out.json_path = write_report(rep, out_dir)
+        out.bottleneck = rep.contract.bottleneck
+        out.duration_us = rep.data["metrics"].get("duration_us")
+    if update_devlog and any(o.md_path for o in outcomes):
+        from pytest_kforge.fsutil import replace_marked_block
+
+        replace_marked_block(root / "docs" / "kernels" / f"{kernel}.md", "perf", perf_block(reports, kernel),
+                             heading="## Performance profile")
+    return outcomes

@@ -1,0 +1,183 @@
+"""State of one kforge pytest run: what was selected, the input cache, the results, the JSON.
+
+One :class:`KforgeSession` lives in ``config.stash[SESSION_KEY]``; the generated tests, the
+benchmark glue and other helpers' plugins reach it through the ``kforge_session`` fixture.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from .config import KforgeConfig
+from .errors import KforgeError, UnknownKernelError
+from .registry import Kernel, Registry, Version
+from .spec import Roofline, TrialConfig
+
+__all__ = ["Selection", "KforgeSession", "parse_kernel_arg", "select"]
+
+
+@dataclasses.dataclass
+class Selection:
+    """The kernel, versions and trial configs a run covers."""
+
+    kernel: Kernel
+    versions: list[Version]
+    trials: list[TrialConfig]
+
+
+def parse_kernel_arg(kernel: str, kernel_version: str | None) -> tuple[str, str]:
+    """``("mla", "v4")`` from ``--kernel mla:v4`` or ``--kernel mla --kernel-version v4``."""
+    name, _, inline = kernel.partition(":")
+    if inline and kernel_version and inline != kernel_version:
+        raise KforgeError(f"--kernel {kernel} names version {inline!r} but --kernel-version says "
+                          f"{kernel_version!r}; give the version once")
+    return name, (inline or kernel_version or "all")
+
+
+def select(config: KforgeConfig, kernel_arg: str, kernel_version: str | None, trials: str | None) -> Selection:
+    """Resolve the command line against the registry; raises a one-line KforgeError when wrong."""
+    name, versions = parse_kernel_arg(kernel_arg, kernel_version)
+    reg = Registry(config.kernels_dir)
+    if not config.kernels_dir.is_dir():
+        raise UnknownKernelError(name, [], f"{config.kernels_dir} (missing)")
+    kernel = reg.kernel(name)
+    chosen = kernel.versions(versions)
+    if not chosen:
+        raise KforgeError(f"kernel {name!r} has no versions yet; add kernels/{name}/v0.py")
+    matrix = {**{k: dict(v) for k, v in kernel.spec.trials.items()}, **config.trial_matrix.get(name, {})}
+    if trials:
+        wanted = [t.strip() for t in trials.split(",") if t.strip()]
+    else:
+        wanted = [t for t in (config.trials or kernel.spec.default_trials) if t in matrix]
+    unknown = [t for t in wanted if t not in matrix]
+    if unknown:
+        raise KforgeError(f"kernel {name!r} has no trial {unknown[0]!r}; it has {', '.join(matrix)}; "
+                          f"pick with --trial NAME[,NAME]")
+    return Selection(kernel, chosen, [TrialConfig(t, dict(matrix[t])) for t in wanted])
+
+
+class KforgeSession:
+    """Selection, run settings, the session-scoped input cache and the collected results."""
+
+    def __init__(
+        self,
+        config: KforgeConfig,
+        selection: Selection | None,
+        *,
+        seed: int,
+        device: str,
+        device_explicit: bool,
+        rounds: int,
+        warmup: int,
+        roofline: Roofline,
+        fuzz_examples: int,
+        bench: bool,
+        json_path: Path | None,
+    ) -> None:
+        self.config = config
+        self.selection = selection
+        self.seed = seed
+        self.device = device
+        self.device_explicit = device_explicit
+        self.rounds = rounds
+        self.warmup = warmup
+        self.roofline = roofline
+        self.fuzz_examples = fuzz_examples
+        self.bench = bench
+        self.json_path = json_path
+        self.started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+        self.results: list[dict[str, Any]] = []
+        self.correctness: list[dict[str, Any]] = []
+        self._inputs: dict[tuple[str, str, str], tuple[TrialConfig, dict[str, Any]]] = {}
+        #: nodeid -> ("correctness" | "fuzz" | "trial", version)
+        self.kinds: dict[str, tuple[str, str]] = {}
+        self.outcomes: dict[str, dict[str, int]] = {}
+        self.skip_reasons: dict[str, str] = {}
+
+    @property
+    def on_gpu(self) -> bool:
+        return self.device.startswith("cuda")
+
+    # ---- inputs ----------------------------------------------------------------------------------
+    def trial_inputs(self, trial: TrialConfig) -> tuple[TrialConfig, dict[str, Any]]:
+        """Inputs of ``trial`` on the run's device, built once per run (shared by all versions).
+
+        Returns the trial actually used (it differs when a shrink for memory happened before).
+        """
+        assert self.selection is not None
+        key = (self.selection.kernel.name, trial.id, self.device)
+        if key not in self._inputs:
+            spec = self.selection.kernel.spec
+            inputs = spec.make_inputs(trial.params, seed=self.seed, device=self.device)
+            self._inputs[key] = (trial, inputs)
+        return self._inputs[key]
+
+    def remember_shrunk(self, original: TrialConfig, shrunk: TrialConfig, inputs: dict[str, Any]) -> None:
+        """Make later versions use the shrunk config directly (and the same inputs)."""
+        assert self.selection is not None
+        self._inputs[(self.selection.kernel.name, original.id, self.device)] = (shrunk, inputs)
+
+    def drop_inputs(self, trial: TrialConfig) -> None:
+        assert self.selection is not None
+        self._inputs.pop((self.selection.kernel.name, trial.id, self.device), None)
+
+    # ---- results ---------------------------------------------------------------------------------
+    def add_result(self, result: Mapping[str, Any]) -> None:
+        self.results.append(dict(result))
+
+    def add_correctness(self, version: str, nodeid: str, passed: bool, message: str) -> None:
+        self.correctness.append({"version": version, "test": nodeid, "passed": passed, "message": message})
+
+    def payload(self) -> dict[str, Any]:
+        from .gpuinfo import gpu_name
+
+        return {
+            "kernel": self.selection.kernel.name if self.selection else None,
+            "gpu": gpu_name() if self.on_gpu else None,
+            "device": self.device,
+            "seed": self.seed,
+            "started": self.started,
+            "roofline": {"tbs": self.roofline.bandwidth_bytes_per_s / 1e12,
+                         "tflops": self.roofline.flops_per_s / 1e12},
+            "results": self.results,
+            "correctness": self.correctness,
+        }
+
+    def write_json(self, payload: Mapping[str, Any] | None = None) -> Path | None:
+        """Write the results JSON (schema in the project brief) to ``--kforge-json`` atomically."""
+        if self.json_path is None:
+            return None
+        from .fsutil import atomic_write_text
+
+        self.json_path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(self.json_path, json.dumps(payload or self.payload(), indent=2, default=str) + "\n")
+        return self.json_path
+
+    # ---- summary ---------------------------------------------------------------------------------
+    def count(self, kind: str, outcome: str, reason: str = "") -> None:
+        per = self.outcomes.setdefault(kind, {})
+        per[outcome] = per.get(outcome, 0) + 1
+        if outcome == "skipped" and reason:
+            self.skip_reasons.setdefault(kind, reason)
+
+    def summary_line(self) -> str:
+        """One line: what ran and what was skipped (and the first skip reason of each kind)."""
+        if self.selection is None:
+            return ""
+        parts = []
+        for kind in ("correctness", "fuzz", "trial"):
+            per = self.outcomes.get(kind)
+            if not per:
+                continue
+            txt = ", ".join(f"{n} {o}" for o, n in sorted(per.items()))
+            if kind in self.skip_reasons:
+                txt += f" (skipped: {self.skip_reasons[kind]})"
+            parts.append(f"{kind}: {txt}")
+        vs = ",".join(v.name for v in self.selection.versions)
+        return (f"kforge {self.selection.kernel.name} {vs} on {self.device} (seed {self.seed}): "
+                + ("; ".join(parts) if parts else "nothing ran"))

@@ -1,0 +1,203 @@
+"""Timing a kernel the way a GPU engineer would accept, and the checks that keep it honest.
+
+On CUDA (:class:`CudaClock`) every round is::
+
+    flush L2 (write a buffer of 2x the L2 size)      -> no round reads a warm cache
+    synchronize; host t0
+    start event; launch(); end event                  -> device time = start.elapsed_time(end)
+    end.synchronize()                                 -> the timed stream is done
+    torch.cuda.synchronize(); host t1                 -> "residual": time other streams still needed
+
+after ``warmup`` untimed launches.  The figure reported is the median of ``rounds`` device times;
+the spread is the inter-quartile range as a percentage of the median.
+
+What is checked (see :func:`side_stream_problem` and :func:`floor_problem`):
+
+* the kernel's work must be on the current stream: if, after the end event completed, a
+  device-wide synchronize still waits (the "residual"), or if the device time is far below the
+  synchronised wall time minus the launch overhead of an empty round, the work ran elsewhere
+  (a side stream not joined back) and the time is rejected.  torch.cuda.current_stream() is
+  queried after each round and must have no pending work.
+* no time below the roofline floor (``spec.floor_s``) minus a 10% margin is reported: such a
+  figure is a measurement error (or a kernel skipping work), never a win.
+
+On CPU (:class:`CpuClock`, only with ``--kforge-device cpu``, used by the harness's own tests)
+``perf_counter`` around the call stands in for the device clock; it is labelled "host time, NOT
+device timing" everywhere it appears.  Its "other streams" are threads the call left running,
+so the side-stream check is testable without a GPU.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .errors import KforgeError
+
+__all__ = ["TimingResult", "MeasurementError", "CudaClock", "CpuClock", "make_clock", "time_launch",
+           "side_stream_problem", "floor_problem", "summarize", "FLOOR_MARGIN"]
+
+FLOOR_MARGIN = 0.10
+CPU_LABEL = "cpu perf_counter (host time, NOT device timing)"
+CUDA_LABEL = "cuda events (device timeline)"
+
+
+class MeasurementError(KforgeError):
+    """A timing that cannot be trusted (below the roofline floor, work off the timed stream)."""
+
+
+def summarize(samples: Sequence[float]) -> tuple[float, float, float, float]:
+    """``(median, min, iqr, spread_pct)`` of ``samples`` (seconds)."""
+    if not samples:
+        raise ValueError("no samples")
+    med = statistics.median(samples)
+    if len(samples) >= 4:
+        q = statistics.quantiles(samples, n=4, method="inclusive")
+        iqr = q[2] - q[0]
+    else:
+        iqr = max(samples) - min(samples)
+    return med, min(samples), iqr, (100.0 * iqr / med if med > 0 else 0.0)
+
+
+@dataclasses.dataclass
+class TimingResult:
+    """Per-round samples (seconds) and what produced them."""
+
+    samples_s: list[float]
+    wall_s: list[float]
+    residual_s: list[float]
+    overhead_s: float
+    clock: str
+    flush: str
+    warmup: int
+
+    @property
+    def rounds(self) -> int:
+        return len(self.samples_s)
+
+    @property
+    def median_s(self) -> float:
+        return summarize(self.samples_s)[0]
+
+    @property
+    def min_s(self) -> float:
+        return min(self.samples_s)
+
+    @property
+    def iqr_s(self) -> float:
+        return summarize(self.samples_s)[2]
+
+    @property
+    def spread_pct(self) -> float:
+        return summarize(self.samples_s)[3]
+
+
+class CudaClock:
+    """CUDA-event timing on the current stream, with an L2 flush before every round."""
+
+    label = CUDA_LABEL
+
+    def __init__(self, flush_bytes: int | None = None) -> None:
+        import torch
+
+        from .gpuinfo import l2_cache_bytes
+
+        self._torch = torch
+        nbytes = flush_bytes if flush_bytes is not None else 2 * l2_cache_bytes()
+        self._flush_buf = torch.empty(max(nbytes, 1), dtype=torch.uint8, device="cuda")
+        self.flush_label = f"L2 flush: {nbytes / 2**20:.0f} MiB written before each round"
+
+    def flush(self) -> None:
+        self._flush_buf.fill_(1)
+
+    def round(self, launch: Callable[[], Any]) -> tuple[float, float, float]:
+        torch = self._torch
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        start.record()
+        launch()
+        end.record()
+        end.synchronize()
+        t_end = time.perf_counter()
+        torch.cuda.synchronize()
+        t1 = time.perf_counter()
+        if not torch.cuda.current_stream().query():  # pragma: no cover - needs a GPU
+            raise MeasurementError("the current CUDA stream still has pending work after synchronize")
+        return start.elapsed_time(end) / 1e3, t1 - t0, t1 - t_end
+
+
+class CpuClock:
+    """Host ``perf_counter`` timing for CPU runs (tests); NOT device timing."""
+
+    label = CPU_LABEL
+    flush_label = "no cache flush (cpu)"
+
+    def flush(self) -> None:
+        pass
+
+    def round(self, launch: Callable[[], Any]) -> tuple[float, float, float]:
+        before = set(threading.enumerate())
+        t0 = time.perf_counter()
+        launch()
+        t_end = time.perf_counter()
+        # threads the call left running are this clock's "other streams": wait for them
+        for th in set(threading.enumerate()) - before:
+            th.join(timeout=30)
+        t1 = time.perf_counter()
+        return t_end - t0, t1 - t0, t1 - t_end
+
+
+def make_clock(device: str) -> CudaClock | CpuClock:
+    return CudaClock() if str(device).startswith("cuda") else CpuClock()
+
+
+def time_launch(launch: Callable[[], Any], *, clock: CudaClock | CpuClock, rounds: int, warmup: int) -> TimingResult:
+    """Warm up, measure the overhead of an empty round, then time ``rounds`` launches."""
+    for _ in range(warmup):
+        launch()
+    clock.round(lambda: None)
+    overhead = statistics.median(clock.round(lambda: None)[1] for _ in range(5))
+    samples: list[float] = []
+    walls: list[float] = []
+    residuals: list[float] = []
+    for _ in range(rounds):
+        clock.flush()
+        dev, wall, residual = clock.round(launch)
+        samples.append(dev)
+        walls.append(wall)
+        residuals.append(residual)
+    return TimingResult(samples, walls, residuals, overhead, clock.label, clock.flush_label, warmup)
+
+
+def side_stream_problem(res: TimingResult, *, min_gap_s: float = 50e-6) -> str | None:
+    """Why the timing looks like work ran off the timed stream, or None.
+
+    Flags when the median residual wait after the end event, or the median gap between the
+    synchronised wall time (minus an empty round's overhead) and the device time, exceeds both
+    ``min_gap_s`` and the device time itself.
+    """
+    dev = statistics.median(res.samples_s)
+    wall = statistics.median(res.wall_s)
+    residual = statistics.median(res.residual_s)
+    gap = wall - res.overhead_s - dev
+    limit = max(min_gap_s, dev)
+    if residual > limit or gap > limit:
+        return (f"timed {dev * 1e6:.1f} us, but a synchronised round took {wall * 1e6:.1f} us "
+                f"(empty-round overhead {res.overhead_s * 1e6:.1f} us, {residual * 1e6:.1f} us still pending "
+                f"after the timed stream finished): the work ran outside the timed stream (a side stream "
+                f"or thread not joined back); launch everything on the current stream")
+    return None
+
+
+def floor_problem(median_s: float, floor_s: float, *, margin: float = FLOOR_MARGIN) -> str | None:
+    """Why ``median_s`` cannot be real (below the roofline floor minus ``margin``), or None."""
+    if floor_s > 0 and median_s < floor_s * (1.0 - margin):
+        return (f"measured {median_s * 1e6:.2f} us is below the roofline floor of {floor_s * 1e6:.2f} us "
+                f"(minus {margin:.0%}): a measurement error or skipped work, not a result; "
+                f"check the timing and that the kernel reads all its inputs")
+    return None

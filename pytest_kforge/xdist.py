@@ -1,0 +1,356 @@
+"""pytest-xdist integration: one GPU per worker, kforge timings merged on the controller.
+
+Enable with ``pytest -n auto`` (one worker per GPU) or ``-n N``; the plugin is the pytest11
+entry point ``kforge_xdist``.  What it does:
+
+* **GPU count** (:func:`detect_gpus`): ``--kforge-gpus`` (a count ``N`` = the first N visible GPUs,
+  or ids ``0,2,3``), else ``$KFORGE_GPUS`` (same syntax), else ``$CUDA_VISIBLE_DEVICES``, else
+  ``torch.cuda.device_count()``.  ``-n auto`` becomes that count.  More workers than GPUs is a
+  usage error (timing must stay exclusive per GPU).  No GPU at all: workers run unpinned (CPU).
+* **Pinning**: the controller exports the id list in ``$KFORGE_XDIST_GPUS`` before it spawns the
+  workers; worker ``gwK`` sets ``CUDA_VISIBLE_DEVICES`` to the K-th id in
+  ``pytest_load_initial_conftests``, i.e. before any conftest or test module can initialise CUDA.
+* **Exclusive GPU use across processes**: :func:`gpu_lock` is a per-GPU file lock; the timer,
+  ncu profiling and ``benchmarks.compare`` hold it around timed/profiled regions.
+* **Results**: pytest-benchmark disables itself under xdist, so each worker sends its kforge
+  results (the core session's ``results`` / ``correctness`` lists, see :func:`kforge_store`) in
+  ``config.workeroutput``; the controller merges them in collection order (what one process
+  would have produced), puts them back into its own store, writes ``--kforge-json``, and hands
+  pytest-benchmark one entry per timed result (stats from the device samples), so
+  ``--benchmark-autosave`` / ``--benchmark-save`` / ``--benchmark-json`` / ``--benchmark-compare``
+  work as in a one-process run.
+* :func:`parallel_args` gives the orchestrator's sweeps and VERIFY steps the same mechanism.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+import types
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+__all__ = ["detect_gpus", "parallel_args", "gpu_lock", "kforge_store", "benchmark_entry",
+           "ENV_GPUS", "ENV_OVERRIDE", "OUTPUT_KEY"]
+
+ENV_GPUS = "KFORGE_XDIST_GPUS"  # controller -> workers: GPU ids, comma-separated
+ENV_OVERRIDE = "KFORGE_GPUS"  # user override of detection (same syntax as --kforge-gpus)
+ENV_PINNED = "KFORGE_XDIST_GPU"  # set on a worker: the GPU it was pinned to
+OUTPUT_KEY = "kforge"
+
+
+# ---- GPUs -------------------------------------------------------------------------------------
+def _visible_ids() -> list[str] | None:
+    cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if cvd is None:
+        return None
+    ids = [x.strip() for x in cvd.split(",") if x.strip()]
+    return [] if ids[:1] == ["-1"] else ids
+
+
+def detect_gpus(spec: str | None = None) -> list[str]:
+    """The GPU ids workers are pinned to, in worker order (see the module docstring)."""
+    spec = (spec or os.environ.get(ENV_OVERRIDE) or "").strip()
+    visible = _visible_ids()
+    if spec:
+        if spec.isdigit():
+            n = int(spec)
+            if visible is None:
+                return [str(i) for i in range(n)]
+            if n > len(visible):
+                raise pytest.UsageError(f"--kforge-gpus {n} asks for {n} GPUs but CUDA_VISIBLE_DEVICES lists "
+                                        f"{len(visible)} ({','.join(visible)}); ask for at most {len(visible)}")
+            return visible[:n]
+        ids = [x.strip() for x in spec.split(",") if x.strip()]
+        if not ids or any(not re.fullmatch(r"[A-Za-z0-9:_-]+", x) for x in ids):
+            raise pytest.UsageError(f"--kforge-gpus {spec!r} is neither a count nor a comma-separated list of "
+                                    f"GPU ids; write e.g. 2 or 0,1,3")
+        return ids
+    try:
+        import torch
+
+        count = torch.cuda.device_count()  # NVML-based: does not initialise CUDA here
+    except Exception:  # noqa: BLE001 - no torch / no driver: no GPUs
+        count = 0
+    if visible is not None:
+        return visible[:count] if count else []
+    return [str(i) for i in range(count)]
+
+
+def parallel_args(n_gpus: int) -> list[str]:
+    """pytest arguments that spread a run over ``n_gpus`` GPUs (none for 0 or 1)."""
+    return [] if n_gpus <= 1 else ["-n", str(n_gpus), "--kforge-gpus", str(n_gpus)]
+
+
+@contextmanager
+def gpu_lock(gpu: str | None = None, *, timeout: float = 3600.0) -> Iterator[None]:
+    """Hold the machine-wide lock of one GPU (default: the first one this process sees).
+
+    Lock files live in ``$KFORGE_LOCK_DIR`` or ``<tmp>/kforge-gpu-locks``; they are advisory
+    (``fcntl``), so a crashed holder never leaves the GPU locked.
+    """
+    from .fsutil import file_lock
+
+    if gpu is None:
+        ids = _visible_ids()
+        gpu = ids[0] if ids else "0"
+    safe = re.sub(r"[^A-Za-z0-9_-]", "_", str(gpu))
+    lock_dir = Path(os.environ.get("KFORGE_LOCK_DIR") or Path(tempfile.gettempdir()) / "kforge-gpu-locks")
+    with file_lock(lock_dir / f"gpu-{safe}", timeout=timeout):
+        yield
+
+
+# ---- the seam with the core harness ----------------------------------------------------------
+def kforge_store(config: pytest.Config) -> tuple[list[dict[str, Any]], list[dict[str, Any]], Any]:
+    """``(results, correctness, session)``: the lists the core harness appends to, by reference.
+
+    The one place that knows where the core keeps them: ``config.stash[SESSION_KEY]`` (a
+    ``KforgeSession`` with ``.results``, ``.correctness``, ``.payload()``, ``.write_json()``) from
+    ``pytest_kforge.plugin`` or ``pytest_kforge.session``; else ``config.stash[RESULTS_KEY]`` (a
+    list of result dicts); else ``config._kforge_results`` / ``config._kforge_correctness``
+    (created empty; tests and simple harnesses append there; ``config._kforge_meta`` holds the
+    top-level JSON fields).
+    """
+    import importlib
+
+    for modname in ("pytest_kforge.plugin", "pytest_kforge.session"):
+        try:
+            mod = importlib.import_module(modname)
+        except Exception:  # noqa: BLE001 - the core may not be installed / built yet
+            continue
+        key = getattr(mod, "SESSION_KEY", None)
+        session = config.stash.get(key, None) if key is not None else None
+        if session is not None and hasattr(session, "results"):
+            return session.results, session.correctness, session
+        key = getattr(mod, "RESULTS_KEY", None)
+        results = config.stash.get(key, None) if key is not None else None
+        if isinstance(results, list):
+            return results, _attr_list(config, "_kforge_correctness"), None
+    return _attr_list(config, "_kforge_results"), _attr_list(config, "_kforge_correctness"), None
+
+
+def _attr_list(config: pytest.Config, name: str) -> list[dict[str, Any]]:
+    if not isinstance(getattr(config, name, None), list):
+        setattr(config, name, [])
+    return getattr(config, name)
+
+
+def _meta(config: pytest.Config, session: Any) -> dict[str, Any]:
+    if session is not None and hasattr(session, "payload"):
+        meta = dict(session.payload())
+    else:
+        meta = dict(getattr(config, "_kforge_meta", None) or {})
+    meta.pop("results", None)
+    meta.pop("correctness", None)
+    return meta
+
+
+# ---- pytest-benchmark ------------------------------------------------------------------------
+def benchmark_entry(result: Mapping[str, Any], kernel: str | None = None) -> dict[str, Any]:
+    """Names, params and samples under which one kforge result is stored in pytest-benchmark.
+
+    ``fullname`` is the trial test's node id when the result carries it (``"test"``), so files
+    saved by xdist runs and by one-process runs compare with each other.  Samples come from
+    ``samples_us``; a result without them is stored with its median as the only sample.
+    """
+    trial_id = str(result.get("id") or result.get("trial") or "")
+    version = str(result.get("version") or "")
+    nodeid = result.get("test")
+    fullname = str(nodeid) if nodeid else f"kforge::{kernel or 'kernel'}::{version}[{trial_id}]"
+    samples_us = result.get("samples_us")
+    extra = {k: result.get(k) for k in ("version", "language", "parent", "trial", "id", "correct", "tflops",
+                                         "gbps", "pct_floor", "floor_us", "median_us", "spread_pct", "note")}
+    if not samples_us:
+        samples_us = [result["median_us"]]
+        extra["kforge_samples"] = "median only: the harness sent no samples_us"
+    return {
+        "name": fullname.rsplit("::", 1)[-1],
+        "fullname": fullname,
+        "group": f"{kernel or 'kforge'} {trial_id}".strip(),
+        "param": trial_id,
+        "params": dict(result.get("params") or {}),
+        "extra_info": extra,
+        "samples_s": [float(x) * 1e-6 for x in samples_us],
+    }
+
+
+def _to_benchmark_metadata(entry: Mapping[str, Any], options: Mapping[str, Any]) -> Any:
+    from pytest_benchmark.stats import Metadata
+
+    fixture = types.SimpleNamespace(name=entry["name"], fullname=entry["fullname"], group=entry["group"],
+                                    param=entry["param"], params=entry["params"], extra_info=entry["extra_info"],
+                                    cprofile_stats=None, has_error=False)
+    meta = Metadata(fixture, iterations=1, options=dict(options))
+    for s in entry["samples_s"]:
+        meta.update(s)
+    return meta
+
+
+# ---- worker side -----------------------------------------------------------------------------
+def _pin_worker() -> str | None:
+    """On an xdist worker: set CUDA_VISIBLE_DEVICES to this worker's GPU (returns it)."""
+    wid = os.environ.get("PYTEST_XDIST_WORKER", "")
+    ids = [x for x in os.environ.get(ENV_GPUS, "").split(",") if x]
+    if not wid or not ids:
+        return None
+    m = re.fullmatch(r"gw(\d+)", wid)
+    if not m or int(m.group(1)) >= len(ids):
+        raise pytest.UsageError(f"xdist worker {wid} has no GPU: the controller listed {len(ids)} "
+                                f"({','.join(ids)}); run with -n {len(ids)} or fewer")
+    gpu = ids[int(m.group(1))]
+    import sys
+
+    torch = sys.modules.get("torch")
+    if os.environ.get("CUDA_VISIBLE_DEVICES") != gpu and torch is not None and torch.cuda.is_initialized():
+        raise pytest.UsageError(f"xdist worker {wid}: CUDA was initialised before kforge could pin it to GPU {gpu}; "
+                                f"do not touch torch.cuda at import time of a plugin or conftest")
+    os.environ["CUDA_VISIBLE_DEVICES"] = gpu
+    os.environ[ENV_PINNED] = gpu
+    return gpu
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config, parser: Any, args: list[str]) -> None:
+    _pin_worker()  # before conftests are imported
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("kforge-xdist", "kforge: spread runs over GPUs with pytest-xdist")
+    group.addoption("--kforge-gpus", default=None, metavar="N|IDS",
+                    help="GPUs for xdist workers: a count (the first N visible) or ids like 0,2,3; "
+                         "default: $KFORGE_GPUS, $CUDA_VISIBLE_DEVICES, else all GPUs torch sees")
+
+
+def _n_workers(config: pytest.Config) -> int:
+    n = config.getoption("numprocesses", None)
+    if isinstance(n, int):
+        return n
+    total = 0
+    for tx in config.getoption("tx", None) or []:
+        m = re.match(r"(\d+)\*", tx)
+        total += int(m.group(1)) if m else 1
+    return total
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    gpus = detect_gpus(config.getoption("kforge_gpus", None))
+    return len(gpus) or None  # no GPU: xdist's own CPU-based default
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if hasattr(config, "workerinput"):
+        _pin_worker()  # no-op when already pinned; catches a plugin registered after start-up
+        config.pluginmanager.register(_Worker(config), "kforge-xdist-worker")
+        return
+    n = _n_workers(config)
+    if n <= 0:
+        return
+    gpus = detect_gpus(config.getoption("kforge_gpus", None))
+    if gpus and n > len(gpus):
+        raise pytest.UsageError(f"-n {n} starts {n} xdist workers but only {len(gpus)} GPU(s) are available "
+                                f"({','.join(gpus)}) and kforge pins one worker per GPU; use -n {len(gpus)} "
+                                f"(or -n auto), or list more GPUs with --kforge-gpus")
+    os.environ[ENV_GPUS] = ",".join(gpus)  # inherited by the worker processes xdist spawns
+    config.pluginmanager.register(_Controller(config, gpus), "kforge-xdist-controller")
+
+
+class _Worker:
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self) -> None:
+        results, correctness, session = kforge_store(self.config)
+        payload = {"results": results, "correctness": correctness, "meta": _meta(self.config, session),
+                   "gpu": os.environ.get(ENV_PINNED)}
+        self.config.workeroutput[OUTPUT_KEY] = json.dumps(payload, default=str)  # type: ignore[attr-defined]
+
+
+# ---- controller side -------------------------------------------------------------------------
+class _Controller:
+    def __init__(self, config: pytest.Config, gpus: list[str]) -> None:
+        self.config = config
+        self.gpus = gpus
+        self.order: dict[str, int] = {}
+        self.meta: dict[str, Any] = {}
+        self.workers: dict[str, dict[str, Any]] = {}
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        wid = node.workerinput["workerid"]
+        idx = int(wid[2:]) if wid[2:].isdigit() else -1
+        node.workerinput["kforge_gpu"] = self.gpus[idx] if 0 <= idx < len(self.gpus) else None
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        if not self.order:
+            self.order = {nid: i for i, nid in enumerate(ids)}
+
+    def _sort_key(self, rec: Mapping[str, Any]) -> tuple[int, str, str, str]:
+        nid = str(rec.get("test") or "")
+        return (self.order.get(nid, len(self.order)), nid, str(rec.get("version")), str(rec.get("id")))
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        raw = (getattr(node, "workeroutput", None) or {}).get(OUTPUT_KEY)
+        wid = node.workerinput["workerid"]
+        if raw is None:
+            self.workers[wid] = {"gpu": node.workerinput.get("kforge_gpu"), "results": 0, "error": str(error or
+                                 "the worker sent no kforge results (crashed?)")}
+            return
+        payload = json.loads(raw)
+        results, correctness, _session = kforge_store(self.config)
+        results.extend(payload["results"])
+        correctness.extend(payload["correctness"])
+        results.sort(key=self._sort_key)  # in place: the core's lists are shared by reference
+        correctness.sort(key=self._sort_key)
+        for key, val in payload["meta"].items():
+            if key == "started" and val:
+                self.meta[key] = min(val, self.meta.get(key) or val)  # ISO strings sort in time order
+            else:
+                self.meta.setdefault(key, val)
+        self.workers[wid] = {"gpu": payload.get("gpu"), "results": len(payload["results"]),
+                             "correctness": len(payload["correctness"])}
+        self._feed_benchmark(payload["results"])
+
+    def _feed_benchmark(self, results: list[dict[str, Any]]) -> None:
+        """Give pytest-benchmark the timings before its own sessionfinish saves/compares them."""
+        bs = getattr(self.config, "_benchmarksession", None)
+        if bs is None:
+            return
+        options = {"timer": "kforge device timer (CUDA events)", "disable_gc": False, "warmup": False,
+                   "min_rounds": 1, "max_time": 0, "min_time": 0}
+        for res in results:
+            if res.get("median_us") is None or res.get("error"):
+                continue
+            entry = benchmark_entry(res, self.meta.get("kernel"))
+            bs.benchmarks.append(_to_benchmark_metadata(entry, {**options, "min_rounds": len(entry["samples_s"])}))
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self) -> None:
+        results, correctness, session = kforge_store(self.config)
+        payload = {**_meta(self.config, session), **{k: v for k, v in self.meta.items() if v is not None}}
+        payload.update(results=results, correctness=correctness, workers=self.workers)
+        if session is not None and hasattr(session, "write_json"):
+            session.write_json(payload)
+            return
+        path = self.config.getoption("kforge_json", None)
+        if path:
+            from .fsutil import atomic_write_text
+
+            atomic_write_text(path, json.dumps(payload, indent=2, default=str) + "\n")
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        results, correctness, _ = kforge_store(self.config)
+        pins = ", ".join(f"{w}->GPU {d.get('gpu')}" for w, d in sorted(self.workers.items()))
+        terminalreporter.write_line(
+            f"kforge-xdist: merged {len(results)} timings and {len(correctness)} correctness records from "
+            f"{len(self.workers)} workers ({pins or 'none'}); pytest-benchmark's 'disabled under xdist' "
+            f"warning does not apply to them")

@@ -1,0 +1,58 @@
+"""The ncu command builder."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_kforge.profile.command import driver_command, export_csv_command, profile_command, query_metrics_command
+
+
+def _opt(cmd: list[str], flag: str) -> str:
+    return cmd[cmd.index(flag) + 1]
+
+
+def test_profile_command_defaults() -> None:
+    app = driver_command("mla", "v1", "decode", python="python3")
+    cmd = profile_command(app, out="reports/mla/v1/decode.ncu-rep", metrics=["gpu__time_duration.sum", "x__y.sum"])
+    assert cmd[0] == "ncu"
+    assert _opt(cmd, "--clock-control") == "none"
+    assert _opt(cmd, "--nvtx-include") == "kforge/"  # push/pop ranges need the trailing slash
+    assert "--nvtx" in cmd and _opt(cmd, "--launch-count") == "64"
+    assert _opt(cmd, "--metrics") == "gpu__time_duration.sum,x__y.sum"
+    assert _opt(cmd, "--export") == "reports/mla/v1/decode"  # ncu appends .ncu-rep itself
+    assert _opt(cmd, "--target-processes") == "all"
+    assert cmd[-len(app):] == app
+    assert app == ["python3", "-m", "pytest_kforge.profile.driver", "--kernel", "mla", "--version", "v1",
+                   "--trial", "decode", "--warmup", "3", "--seed", "0"]
+
+
+def test_profile_command_options() -> None:
+    cmd = profile_command(["app"], out="r", metrics=["m"], ncu="/opt/ncu", launch_count=5, nvtx_include=None,
+                          extra=["--cache-control", "none"])
+    assert cmd[0] == "/opt/ncu" and "--nvtx" not in cmd and _opt(cmd, "--launch-count") == "5"
+
+
+@pytest.mark.parametrize("extra", [["--clock-control", "base"], ["--clock-control=base"], ["--set", "full"],
+                                   ["--section", "SpeedOfLight"]])
+def test_clocks_and_metric_set_cannot_be_overridden(extra) -> None:
+    with pytest.raises(ValueError, match="set by kforge"):
+        profile_command(["app"], out="r", metrics=["m"], extra=extra)
+
+
+def test_bad_inputs() -> None:
+    with pytest.raises(ValueError, match="at least one metric"):
+        profile_command(["app"], out="r", metrics=[])
+    with pytest.raises(ValueError, match="launch_count"):
+        profile_command(["app"], out="r", metrics=["m"], launch_count=0)
+
+
+def test_driver_params_and_timing() -> None:
+    cmd = driver_command("mla", "v0", "decode", params={"b": 16, "s": 1}, time_n=30, kernels_dir="k")
+    assert _opt(cmd, "--params") == "b=16,s=1" and _opt(cmd, "--time") == "30" and _opt(cmd, "--kernels-dir") == "k"
+
+
+def test_export_and_query() -> None:
+    assert export_csv_command("a.ncu-rep") == ["ncu", "--import", "a.ncu-rep", "--csv", "--page", "raw",
+                                               "--print-units", "base"]
+    assert query_metrics_command(chip="gh100", mode="suffix", metrics=["a", "b"]) == [
+        "ncu", "--query-metrics", "--chips", "gh100", "--query-metrics-mode", "suffix", "--metrics", "a,b"]

@@ -1,0 +1,256 @@
+"""pytest_kforge.xdist on CPU: fake GPU ids, a tiny in-test kernel, real xdist workers."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_kforge import fsutil
+from pytest_kforge.xdist import benchmark_entry, detect_gpus, gpu_lock, parallel_args
+
+REPO = Path(__file__).resolve().parents[1]
+# keep the installed entry points (core plugin, this plugin) out; load this plugin explicitly
+PLUGIN_ARGS = ("-p", "no:kforge", "-p", "no:kforge_xdist", "-p", "pytest_kforge.xdist", "-p", "no:cacheprovider")
+
+TINY_SPEC = '''
+from pytest_kforge.spec import KernelSpec, Tolerance
+
+class TinySpec(KernelSpec):
+    name = "tiny"
+    input_names = ("x",)
+    output_names = ("out",)
+    trials = {"small": {"n": 3}, "big": {"n": 7}}
+    default_trials = ("small", "big")
+    tolerances = {"out": Tolerance(0.0, 0.0)}
+
+    def make_inputs(self, params, *, seed, device="cpu"):
+        return {"x": [float((seed + i) % 5) for i in range(params["n"])]}
+
+    def reference(self, inputs, *, dtype=None):
+        return {"out": sum(inputs["x"])}
+
+    def flops(self, params):
+        return float(params["n"])
+
+    def min_bytes(self, params):
+        return 8.0 * params["n"]
+
+SPEC = TinySpec()
+'''
+TINY_VERSION = '''
+LANGUAGE = "torch"
+PARENT = {parent!r}
+DESCRIPTION = "tiny version {name}"
+CONFIG = {{}}
+SLOWDOWN = {slowdown}
+
+def run(x, *, out=None, config=None):
+    return (sum(x),)
+'''
+CONFTEST = '''
+import json, os, pytest
+from pytest_kforge.xdist import kforge_store
+
+IMPORT_CVD = os.environ.get("CUDA_VISIBLE_DEVICES")  # what the worker saw before any test ran
+
+def pytest_addoption(parser):  # the core harness owns this option; simulated here
+    parser.addoption("--kforge-json", default=None)
+
+def pytest_configure(config):
+    config._kforge_meta = {"kernel": "tiny", "gpu": None, "started": "2026-12-02T00:00:00+00:00",
+                           "roofline": {"tbs": 4.3, "tflops": 790.0}}
+
+@pytest.fixture
+def import_cvd():
+    return IMPORT_CVD
+
+def pytest_sessionfinish(session):
+    # the core harness writes --kforge-json itself in a one-process run
+    config = session.config
+    if hasattr(config, "workerinput") or config.getoption("numprocesses", None):
+        return
+    results, correctness, _ = kforge_store(config)
+    path = config.getoption("kforge_json")
+    if path:
+        with open(path, "w") as fh:
+            json.dump({**config._kforge_meta, "results": results, "correctness": correctness}, fh)
+'''
+TEST_MODULE = '''
+import json, os, re, statistics
+from pathlib import Path
+import pytest
+from pytest_kforge.registry import Registry
+from pytest_kforge.xdist import kforge_store
+
+KERNEL = Registry(Path(__file__).parent / "kernels").kernel("tiny")
+
+def observe(request, import_cvd):
+    rec = {"worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
+           "cvd": os.environ.get("CUDA_VISIBLE_DEVICES"), "import_cvd": import_cvd}
+    name = re.sub(r"[^A-Za-z0-9]", "_", request.node.nodeid)
+    Path(os.environ["OBSERVED_DIR"], name + ".json").write_text(json.dumps(rec))
+
+@pytest.mark.parametrize("version", ["v0", "v1"])
+def test_correct(request, import_cvd, version):
+    observe(request, import_cvd)
+    v = KERNEL.version(version)
+    inputs = KERNEL.spec.make_inputs({"n": 5}, seed=1)
+    ok = v.fn(**inputs)[0] == KERNEL.spec.reference(inputs)["out"]
+    kforge_store(request.config)[1].append(
+        {"version": version, "test": request.node.nodeid, "passed": ok, "message": ""})
+    assert ok
+
+@pytest.mark.parametrize("trial", ["small", "big"])
+@pytest.mark.parametrize("version", ["v0", "v1"])
+def test_trial(request, import_cvd, version, trial):
+    observe(request, import_cvd)
+    v = KERNEL.version(version)
+    params = KERNEL.spec.trials[trial]
+    inputs = KERNEL.spec.make_inputs(params, seed=0)
+    correct = v.fn(**inputs)[0] == KERNEL.spec.reference(inputs)["out"]
+    # deterministic "device samples", so one process and two workers must agree exactly
+    samples = [params["n"] * v.module.SLOWDOWN * (1.0 + 0.01 * i) for i in range(9)]
+    med = statistics.median(samples)
+    floor_us = 1.0
+    kforge_store(request.config)[0].append({
+        "version": version, "language": v.language, "parent": v.parent, "trial": trial,
+        "id": f"{trial}-n{params['n']}", "params": dict(params), "note": "", "correct": correct,
+        "median_us": med, "min_us": min(samples), "iqr_us": 0.0, "spread_pct": 0.0, "rounds": len(samples),
+        "tflops": KERNEL.spec.flops(params) / med / 1e6, "gbps": 0.0, "pct_floor": 100 * floor_us / med,
+        "floor_us": floor_us, "error": None, "test": request.node.nodeid, "samples_us": samples})
+'''
+
+
+def _project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Path:
+    root = pytester.path
+    kdir = root / "kernels" / "tiny"
+    kdir.mkdir(parents=True)
+    (kdir / "spec.py").write_text(TINY_SPEC)
+    (kdir / "v0.py").write_text(TINY_VERSION.format(parent=None, name="v0", slowdown=2.0))
+    (kdir / "v1.py").write_text(TINY_VERSION.format(parent="v0", name="v1", slowdown=1.0))
+    (root / "conftest.py").write_text(CONFTEST)
+    (root / "test_tiny.py").write_text(TEST_MODULE)
+    (root / "observed").mkdir()
+    monkeypatch.setenv("OBSERVED_DIR", str(root / "observed"))
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    monkeypatch.setenv("KFORGE_LOCK_DIR", str(root / "locks"))
+    for var in ("CUDA_VISIBLE_DEVICES", "KFORGE_GPUS", "KFORGE_XDIST_GPUS", "KFORGE_XDIST_GPU"):
+        monkeypatch.delenv(var, raising=False)
+    return root
+
+
+def _observed(root: Path) -> list[dict[str, str]]:
+    out = [json.loads(p.read_text()) for p in sorted((root / "observed").glob("*.json"))]
+    for p in (root / "observed").glob("*.json"):
+        p.unlink()
+    return out
+
+
+def test_two_workers_pinned_and_merged_like_one_process(pytester: pytest.Pytester,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    root = _project(pytester, monkeypatch)
+    one = pytester.runpytest_subprocess(*PLUGIN_ARGS, "--kforge-json", "one.json")
+    one.assert_outcomes(passed=6)
+    assert {o["cvd"] for o in _observed(root)} == {None}  # no xdist: nothing pinned
+
+    bench = root / "bench"
+    two = pytester.runpytest_subprocess(*PLUGIN_ARGS, "-n", "2", "--kforge-gpus", "4,5", "--kforge-json",
+                                        "two.json", "--benchmark-autosave", f"--benchmark-storage=file://{bench}")
+    two.assert_outcomes(passed=6)
+    assert "kforge-xdist: merged 4 timings and 2 correctness records from 2 workers" in two.stdout.str()
+
+    # each worker saw its own GPU, already when its conftest was imported (before any test)
+    seen = _observed(root)
+    assert len(seen) == 6 and {o["worker"] for o in seen} <= {"gw0", "gw1"}
+    for o in seen:
+        assert o["cvd"] == o["import_cvd"] == {"gw0": "4", "gw1": "5"}[o["worker"]], o
+
+    a = json.loads((root / "one.json").read_text())
+    b = json.loads((root / "two.json").read_text())
+    assert len(a["results"]) == 4 and len(a["correctness"]) == 2
+    assert b["results"] == a["results"]  # same records, same (collection) order
+    assert b["correctness"] == a["correctness"]
+    assert b["kernel"] == "tiny" and b["workers"]["gw0"]["gpu"] == "4" and b["workers"]["gw1"]["gpu"] == "5"
+
+    # pytest-benchmark compatible storage, stats computed from the samples
+    files = list(bench.rglob("*.json"))
+    assert len(files) == 1, files
+    saved = json.loads(files[0].read_text())
+    assert {"machine_info", "commit_info", "benchmarks", "datetime", "version"} <= set(saved)
+    by_name = {bm["fullname"]: bm for bm in saved["benchmarks"]}
+    assert set(by_name) == {r["test"] for r in a["results"]}
+    for r in a["results"]:
+        stats = by_name[r["test"]]["stats"]
+        assert stats["rounds"] == 9
+        assert stats["median"] == pytest.approx(r["median_us"] * 1e-6)
+        assert stats["min"] == pytest.approx(statistics.fmean([r["min_us"]]) * 1e-6)
+
+    # pytest-benchmark's own compare reads it ...
+    cli = subprocess.run([sys.executable, "-m", "pytest_benchmark", "--storage", f"file://{bench}", "compare"],
+                         capture_output=True, text=True, timeout=60, check=False, cwd=bench)
+    assert cli.returncode == 0, cli.stderr
+    assert "test_trial[v1-big]" in cli.stdout
+
+    # ... and a later parallel run (-n auto = the GPU count) compares against it
+    three = pytester.runpytest_subprocess(*PLUGIN_ARGS, "-n", "auto", "--kforge-gpus", "2",
+                                          "--benchmark-compare", f"--benchmark-storage=file://{bench}")
+    three.assert_outcomes(passed=6)
+    out = three.stdout.str()
+    assert "Comparing against benchmarks from" in out and "(0001" in out
+    assert {o["cvd"] for o in _observed(root)} <= {"0", "1"}
+
+
+def test_more_workers_than_gpus_is_a_one_line_usage_error(pytester: pytest.Pytester,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    _project(pytester, monkeypatch)
+    res = pytester.runpytest_subprocess(*PLUGIN_ARGS, "-n", "3", "--kforge-gpus", "0,1")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    err = [ln for ln in res.stderr.lines if "xdist workers" in ln]
+    assert len(err) == 1 and "only 2 GPU(s)" in err[0] and "-n 2" in err[0]
+
+
+def test_detect_gpus_precedence(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KFORGE_GPUS", raising=False)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert detect_gpus("3") == ["0", "1", "2"]
+    assert detect_gpus("2,7") == ["2", "7"]
+    monkeypatch.setenv("KFORGE_GPUS", "5")
+    assert detect_gpus() == ["0", "1", "2", "3", "4"]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "6,4,2")
+    assert detect_gpus("2") == ["6", "4"]  # a count takes the first N visible GPUs
+    with pytest.raises(pytest.UsageError, match="lists 3"):
+        detect_gpus("4")
+    with pytest.raises(pytest.UsageError, match="neither a count"):
+        detect_gpus("0;1")
+
+
+def test_parallel_args() -> None:
+    assert parallel_args(0) == [] and parallel_args(1) == []
+    assert parallel_args(4) == ["-n", "4", "--kforge-gpus", "4"]
+
+
+def test_gpu_lock_is_exclusive_per_gpu(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("KFORGE_LOCK_DIR", str(tmp_path))
+    with gpu_lock("0"):
+        with gpu_lock("1", timeout=0.2):  # another GPU: free
+            pass
+        with pytest.raises(fsutil.LockTimeout), gpu_lock("0", timeout=0.2):
+            pass
+    with gpu_lock("0", timeout=0.2):  # released
+        pass
+
+
+def test_benchmark_entry_names_and_samples() -> None:
+    res = {"version": "v2", "trial": "decode", "id": "decode-b32", "params": {"b": 32}, "median_us": 50.0,
+           "samples_us": [49.0, 50.0, 60.0], "test": "tests/x.py::test_trial[v2-decode]"}
+    e = benchmark_entry(res, "mla")
+    assert e["fullname"] == res["test"] and e["name"] == "test_trial[v2-decode]"
+    assert e["group"] == "mla decode-b32" and e["samples_s"] == pytest.approx([49e-6, 50e-6, 60e-6])
+    bare = benchmark_entry({"version": "v2", "id": "decode-b32", "median_us": 50.0}, "mla")
+    assert bare["fullname"] == "kforge::mla::v2[decode-b32]" and bare["samples_s"] == pytest.approx([50e-6])
+    assert "median only" in bare["extra_info"]["kforge_samples"]
