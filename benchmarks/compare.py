@@ -66,8 +66,16 @@ class Row:
         bad = [f"{c.trial}: {c.message}" for c in self.cells.values() if c.correct is False]
         if bad:
             return "NO (" + "; ".join(bad) + ")"
-        suspect = [f"{c.trial}: {c.message}" for c in self.cells.values() if c.message]
-        return "yes" + (f" (suspect timing: {'; '.join(suspect)})" if suspect else "")
+        unsupported = [f"{c.trial}: {c.message}" for c in self.cells.values() if c.correct is None and c.message]
+        suspect = [f"{c.trial}: {c.message}" for c in self.cells.values() if c.correct and c.message]
+        if not any(c.correct for c in self.cells.values()):
+            return "; ".join(unsupported) or "-"
+        text = "yes"
+        if suspect:
+            text += f" (suspect timing: {'; '.join(suspect)})"
+        if unsupported:
+            text += f" ({'; '.join(unsupported)})"
+        return text
 
 
 class _PeerAsVersion:
@@ -91,19 +99,18 @@ def _parse_params(text: str | None) -> dict[str, int]:
     return out
 
 
-def _time(launch: Callable[[], Any], *, device: str, rounds: int, warmup: int) -> tuple[list[float], str]:
-    """The project's timer (the one seam to change if pytest_kforge.timing's API moves)."""
-    from pytest_kforge.timing import make_clock, time_launch
+def _time(launch: Callable[[], Any], *, device: str, rounds: int, warmup: int,
+          floor_s: float) -> tuple[list[float], str, str]:
+    """``(samples_s, timer label, problem or "")`` from the project's timer.
+
+    The one seam to change if :mod:`pytest_kforge.timing`'s API moves.
+    """
+    from pytest_kforge.timing import floor_problem, make_clock, side_stream_problem, time_launch
 
     clock = make_clock(device)
     res = time_launch(launch, clock=clock, rounds=rounds, warmup=warmup)
-    return list(res.samples_s), f"{res.clock}; {res.flush}"
-
-
-def _timing_problems(samples: Sequence[float], floor_s: float) -> str:
-    from pytest_kforge.timing import floor_problem, summarize
-
-    return floor_problem(summarize(samples)[0], floor_s) or ""
+    problem = floor_problem(res.median_s, floor_s) or (side_stream_problem(res) if device.startswith("cuda") else None)
+    return list(res.samples_s), f"{res.clock}; {res.flush}", problem or ""
 
 
 def _gpu_lock(device: str) -> Any:
@@ -190,7 +197,8 @@ def compare(
 
             log(f"[{trial.id}] {row.name}: timing {rounds} rounds")
             with _gpu_lock(device):
-                samples, meta["timer"] = _time(launch, device=device, rounds=rounds, warmup=warmup)
+                samples, meta["timer"], problem = _time(launch, device=device, rounds=rounds, warmup=warmup,
+                                                        floor_s=floor_s)
             from pytest_kforge.timing import summarize
 
             med, mn, _iqr, spread = summarize(samples)
@@ -198,7 +206,7 @@ def compare(
             cell.tflops = flops / med / 1e12
             cell.pct_floor = 100.0 * floor_s / med
             if cell.correct and not cell.message:
-                cell.message = _timing_problems(samples, floor_s)
+                cell.message = problem
         del inputs, outputs
     for _row, _v, peer in candidates:
         if peer is not None and not _row.skipped:

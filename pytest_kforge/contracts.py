@@ -87,14 +87,17 @@ def _fmt(x: float | None) -> str:
 
 def _parse_num(text: str, field: str, *, optional: bool = False, unit: str = "") -> float | None:
     t = text.strip().rstrip("%").strip()
+    factor = 1.0
     if unit and t.lower().endswith(unit):
         t = t[: -len(unit)].strip()
     elif unit and t.endswith("µs"):
         t = t[:-2].strip()
+    elif unit == "us" and t.lower().endswith("ms"):  # an agent may write "1.21 ms"
+        t, factor = t[:-2].strip(), 1000.0
     if optional and t.lower() in ("n/a", "-", "", "na", "none"):
         return None
     try:
-        v = float(t)
+        v = float(t) * factor
     except ValueError:
         raise ContractError(f"field `{field}` has {text.strip()!r}, which is not a number; write e.g. 12.5",
                             field) from None
@@ -164,6 +167,22 @@ def _numbered(lines: list[str]) -> list[str]:
 
 def _bullets(lines: list[str]) -> list[str]:
     return [m.group(1).strip() for ln in lines if (m := re.match(r"^\s*[-*]\s+(.*)$", ln))]
+
+
+def _root_cause(line: str) -> str | None:
+    """The text of a ``Root cause: ...`` line (also ``- **Root cause:** ...``), else None."""
+    s = line.strip()
+    s = s[2:].lstrip() if s.startswith("- ") else s
+    bold = s.startswith("**")
+    s = s[2:] if bold else s
+    if not s.lower().startswith("root cause"):
+        return None
+    s = s[len("root cause"):]
+    s = s[2:] if bold and s.startswith("**") else s
+    if not s.startswith(":"):
+        return None
+    s = s[1:].strip()
+    return s[2:].strip() if bold and s.startswith("**") else s
 
 
 def _parse_params(text: str, field: str) -> dict[str, int]:
@@ -367,7 +386,7 @@ class ProfileContract(_Contract):
         secs = _sections(lines)
         stages = [StageRow.from_cells(r) for r in _table(_need(secs, "stages", "stages", "Stages")[1])]
         head, body = _need(secs, "bottleneck", "bottleneck", "Bottleneck: <Memory|Compute|Latency>-bound")
-        rc = next((ln.split(":", 1)[1] for ln in body if ln.strip().lower().startswith("root cause:")), None)
+        rc = next((r for r in map(_root_cause, body) if r is not None), None)
         if rc is None:
             raise ContractError("the `Root cause: ...` line under `### Bottleneck` is missing (field "
                                 "`root_cause`); add two sentences", "root_cause")

@@ -11,7 +11,7 @@ optimisation table and an anti-pattern table -- is the ``optimization-catalog`` 
 (``agents/skills/optimization-catalog/SKILL.md``, found by walking up from ``root``; ``CATALOG.md``
 in ``root`` when there is no such skill).  The machine-owned parts of a file sit between
 ``<!-- kforge:KEY:start/end -->`` markers; every update rewrites only those and the front matter,
-under a lock, atomically, so human text elsewhere survives.
+under a lock (``<root>/.kforge-kb.lock``), atomically, so human text elsewhere survives.
 
 Triggers are a tiny safe language over the profiler's metric short names (no ``eval``)::
 
@@ -613,7 +613,7 @@ class KnowledgeBase:
     def _commit(self, entry_text: str, rel: str, *, old_rel: str | None = None, name: str) -> Entry:
         """Write one entry (moving it from ``old_rel``) and its catalog row, under the knowledge-base lock."""
         path = self.root / rel
-        with file_lock(self.root):
+        with file_lock(self.root / ".kforge-kb"):
             atomic_write_text(path, entry_text)
             if old_rel and old_rel != rel:
                 (self.root / old_rel).unlink(missing_ok=True)
@@ -624,7 +624,7 @@ class KnowledgeBase:
 
     def sync_catalog(self) -> None:
         """Regenerate every catalog row from the entries (rows without an entry are dropped)."""
-        with file_lock(self.root):
+        with file_lock(self.root / ".kforge-kb"):
             cat = self.catalog.read_text(encoding="utf-8") if self.catalog.exists() else _CAT_SKELETON
             for kind, key in _CAT_KEY.items():
                 cat = _set_block(cat, key, _CAT_HEAD) if _get_block(cat, key) is not None else cat
@@ -645,6 +645,8 @@ class KnowledgeBase:
             raise KnowledgeError(f"an entry named {name!r} exists; use add_evidence, narrow_conditions or "
                                  f"to_anti_pattern to change it")
         src = self._source(source)
+        for t in triggers:
+            parse_trigger(t)
         rows = [EvidenceRow.coerce(r) for r in evidence]
         if not rows:
             raise KnowledgeError(f"entry {name!r} needs at least one evidence row; pass evidence=[(config, before, "

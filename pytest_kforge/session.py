@@ -97,7 +97,7 @@ class KforgeSession:
         #: nodeid -> ("correctness" | "fuzz" | "trial", version)
         self.kinds: dict[str, tuple[str, str]] = {}
         self.outcomes: dict[str, dict[str, int]] = {}
-        self.skip_reasons: dict[str, str] = {}
+        self.skip_reasons: dict[str, int] = {}
 
     @property
     def on_gpu(self) -> bool:
@@ -162,22 +162,22 @@ class KforgeSession:
     def count(self, kind: str, outcome: str, reason: str = "") -> None:
         per = self.outcomes.setdefault(kind, {})
         per[outcome] = per.get(outcome, 0) + 1
-        if outcome == "skipped" and reason:
-            self.skip_reasons.setdefault(kind, reason)
+        if outcome == "skipped":
+            self.skip_reasons[reason] = self.skip_reasons.get(reason, 0) + 1
 
     def summary_line(self) -> str:
-        """One line: what ran and what was skipped (and the first skip reason of each kind)."""
+        """One line: what ran (per kind and outcome), what was skipped and why (grouped by reason)."""
         if self.selection is None:
             return ""
-        parts = []
+        ran = []
         for kind in ("correctness", "fuzz", "trial"):
-            per = self.outcomes.get(kind)
-            if not per:
-                continue
-            txt = ", ".join(f"{n} {o}" for o, n in sorted(per.items()))
-            if kind in self.skip_reasons:
-                txt += f" (skipped: {self.skip_reasons[kind]})"
-            parts.append(f"{kind}: {txt}")
-        vs = ",".join(v.name for v in self.selection.versions)
-        return (f"kforge {self.selection.kernel.name} {vs} on {self.device} (seed {self.seed}): "
-                + ("; ".join(parts) if parts else "nothing ran"))
+            per = {o: n for o, n in self.outcomes.get(kind, {}).items() if o != "skipped"}
+            if per:
+                ran.append(f"{kind} " + ", ".join(f"{n} {o}" for o, n in sorted(per.items())))
+        skipped = sum(self.skip_reasons.values())
+        line = (f"kforge {self.selection.kernel.name} {','.join(v.name for v in self.selection.versions)} "
+                f"on {self.device} (seed {self.seed}): ran " + ("; ".join(ran) if ran else "nothing"))
+        if skipped:
+            why = " | ".join(f"{n} x {r or 'no reason given'}" for r, n in self.skip_reasons.items())
+            line += f"; skipped {skipped}: {why}"
+        return line

@@ -7,9 +7,10 @@ entry point ``kforge_xdist``.  What it does:
   or ids ``0,2,3``), else ``$KFORGE_GPUS`` (same syntax), else ``$CUDA_VISIBLE_DEVICES``, else
   ``torch.cuda.device_count()``.  ``-n auto`` becomes that count.  More workers than GPUs is a
   usage error (timing must stay exclusive per GPU).  No GPU at all: workers run unpinned (CPU).
-* **Pinning**: the controller exports the id list in ``$KFORGE_XDIST_GPUS`` before it spawns the
-  workers; worker ``gwK`` sets ``CUDA_VISIBLE_DEVICES`` to the K-th id in
-  ``pytest_load_initial_conftests``, i.e. before any conftest or test module can initialise CUDA.
+* **Pinning**: when xdist has started a worker process, and before pytest runs in it, the
+  controller sets that process's ``CUDA_VISIBLE_DEVICES`` to a free GPU (``pytest_xdist_newgateway``
+  + a one-line ``remote_exec``), so no plugin, conftest or test can see another GPU.  A crashed
+  worker's GPU goes to its replacement.
 * **Exclusive GPU use across processes**: :func:`gpu_lock` is a per-GPU file lock; the timer,
   ncu profiling and ``benchmarks.compare`` hold it around timed/profiled regions.
 * **Results**: pytest-benchmark disables itself under xdist, so each worker sends its kforge
@@ -37,11 +38,11 @@ from typing import Any
 import pytest
 
 __all__ = ["detect_gpus", "parallel_args", "gpu_lock", "kforge_store", "benchmark_entry",
-           "ENV_GPUS", "ENV_OVERRIDE", "OUTPUT_KEY"]
+           "ENV_OVERRIDE", "ENV_PINNED", "OUTPUT_KEY"]
 
-ENV_GPUS = "KFORGE_XDIST_GPUS"  # controller -> workers: GPU ids, comma-separated
 ENV_OVERRIDE = "KFORGE_GPUS"  # user override of detection (same syntax as --kforge-gpus)
-ENV_PINNED = "KFORGE_XDIST_GPU"  # set on a worker: the GPU it was pinned to
+ENV_PINNED = "KFORGE_XDIST_GPU"  # set in a worker process by the controller: the GPU it is pinned to
+_PIN_SOURCE = "import os\nos.environ['CUDA_VISIBLE_DEVICES'] = {gpu!r}\nos.environ[{env!r}] = {gpu!r}\n"
 OUTPUT_KEY = "kforge"
 
 
@@ -72,6 +73,8 @@ def detect_gpus(spec: str | None = None) -> list[str]:
             raise pytest.UsageError(f"--kforge-gpus {spec!r} is neither a count nor a comma-separated list of "
                                     f"GPU ids; write e.g. 2 or 0,1,3")
         return ids
+    if visible == []:
+        return []  # CUDA_VISIBLE_DEVICES="" or -1: no GPU, and no need to import torch to know it
     try:
         import torch
 
@@ -152,16 +155,16 @@ def _meta(config: pytest.Config, session: Any) -> dict[str, Any]:
 
 
 # ---- pytest-benchmark ------------------------------------------------------------------------
-def benchmark_entry(result: Mapping[str, Any], kernel: str | None = None) -> dict[str, Any]:
+def benchmark_entry(result: Mapping[str, Any], kernel: str | None = None, test: str | None = None) -> dict[str, Any]:
     """Names, params and samples under which one kforge result is stored in pytest-benchmark.
 
-    ``fullname`` is the trial test's node id when the result carries it (``"test"``), so files
-    saved by xdist runs and by one-process runs compare with each other.  Samples come from
+    ``fullname`` is the trial test's node id (``test``, or the result's ``"test"``), as in a
+    one-process run, so files saved by xdist runs and by one-process runs compare with each other.  Samples come from
     ``samples_us``; a result without them is stored with its median as the only sample.
     """
     trial_id = str(result.get("id") or result.get("trial") or "")
     version = str(result.get("version") or "")
-    nodeid = result.get("test")
+    nodeid = test or result.get("test")
     fullname = str(nodeid) if nodeid else f"kforge::{kernel or 'kernel'}::{version}[{trial_id}]"
     samples_us = result.get("samples_us")
     extra = {k: result.get(k) for k in ("version", "language", "parent", "trial", "id", "correct", "tflops",
@@ -194,24 +197,19 @@ def _to_benchmark_metadata(entry: Mapping[str, Any], options: Mapping[str, Any])
 
 # ---- worker side -----------------------------------------------------------------------------
 def _pin_worker() -> str | None:
-    """On an xdist worker: set CUDA_VISIBLE_DEVICES to this worker's GPU (returns it)."""
-    wid = os.environ.get("PYTEST_XDIST_WORKER", "")
-    ids = [x for x in os.environ.get(ENV_GPUS, "").split(",") if x]
-    if not wid or not ids:
+    """On an xdist worker: make sure CUDA_VISIBLE_DEVICES is the GPU the controller assigned."""
+    gpu = os.environ.get(ENV_PINNED)
+    if not gpu or not os.environ.get("PYTEST_XDIST_WORKER"):
         return None
-    m = re.fullmatch(r"gw(\d+)", wid)
-    if not m or int(m.group(1)) >= len(ids):
-        raise pytest.UsageError(f"xdist worker {wid} has no GPU: the controller listed {len(ids)} "
-                                f"({','.join(ids)}); run with -n {len(ids)} or fewer")
-    gpu = ids[int(m.group(1))]
-    import sys
+    if os.environ.get("CUDA_VISIBLE_DEVICES") != gpu:
+        import sys
 
-    torch = sys.modules.get("torch")
-    if os.environ.get("CUDA_VISIBLE_DEVICES") != gpu and torch is not None and torch.cuda.is_initialized():
-        raise pytest.UsageError(f"xdist worker {wid}: CUDA was initialised before kforge could pin it to GPU {gpu}; "
-                                f"do not touch torch.cuda at import time of a plugin or conftest")
-    os.environ["CUDA_VISIBLE_DEVICES"] = gpu
-    os.environ[ENV_PINNED] = gpu
+        torch = sys.modules.get("torch")
+        if torch is not None and torch.cuda.is_initialized():
+            raise pytest.UsageError(f"xdist worker {os.environ['PYTEST_XDIST_WORKER']}: CUDA was initialised with "
+                                    f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r} instead of "
+                                    f"its GPU {gpu}; do not change CUDA_VISIBLE_DEVICES in a plugin or conftest")
+        os.environ["CUDA_VISIBLE_DEVICES"] = gpu
     return gpu
 
 
@@ -257,19 +255,26 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"-n {n} starts {n} xdist workers but only {len(gpus)} GPU(s) are available "
                                 f"({','.join(gpus)}) and kforge pins one worker per GPU; use -n {len(gpus)} "
                                 f"(or -n auto), or list more GPUs with --kforge-gpus")
-    os.environ[ENV_GPUS] = ",".join(gpus)  # inherited by the worker processes xdist spawns
     config.pluginmanager.register(_Controller(config, gpus), "kforge-xdist-controller")
 
 
 class _Worker:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
+        self.tests: list[str | None] = []  # node id of each trial result, in the order they were stored
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_kforge_trial_result(self, config: pytest.Config, version: Any, trial: Any,
+                                   result: dict[str, Any]) -> None:
+        current = os.environ.get("PYTEST_CURRENT_TEST", "")  # "<nodeid> (call)"
+        self.tests.append(current.rsplit(" (", 1)[0] or None)
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self) -> None:
         results, correctness, session = kforge_store(self.config)
-        payload = {"results": results, "correctness": correctness, "meta": _meta(self.config, session),
-                   "gpu": os.environ.get(ENV_PINNED)}
+        tests = self.tests if len(self.tests) == len(results) else [r.get("test") for r in results]
+        payload = {"results": results, "tests": tests, "correctness": correctness,
+                   "meta": _meta(self.config, session), "gpu": os.environ.get(ENV_PINNED)}
         self.config.workeroutput[OUTPUT_KEY] = json.dumps(payload, default=str)  # type: ignore[attr-defined]
 
 
@@ -281,12 +286,25 @@ class _Controller:
         self.order: dict[str, int] = {}
         self.meta: dict[str, Any] = {}
         self.workers: dict[str, dict[str, Any]] = {}
+        self.assigned: dict[str, str] = {}  # live worker id -> GPU
+        self.test_of: dict[int, str | None] = {}  # id(result dict) -> node id of its trial test
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_newgateway(self, gateway: Any) -> None:
+        """Pin the new worker process to a free GPU before pytest starts in it."""
+        if not self.gpus:
+            return
+        busy = set(self.assigned.values())
+        free = [g for g in self.gpus if g not in busy]
+        if not free:  # cannot happen with -n <= GPUs (checked in pytest_configure)
+            raise RuntimeError(f"kforge-xdist: no free GPU for worker {gateway.id}: all of "
+                               f"{','.join(self.gpus)} are in use")
+        self.assigned[gateway.id] = free[0]
+        gateway.remote_exec(_PIN_SOURCE.format(gpu=free[0], env=ENV_PINNED)).waitclose()
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
-        wid = node.workerinput["workerid"]
-        idx = int(wid[2:]) if wid[2:].isdigit() else -1
-        node.workerinput["kforge_gpu"] = self.gpus[idx] if 0 <= idx < len(self.gpus) else None
+        node.workerinput["kforge_gpu"] = self.assigned.get(node.gateway.id)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
@@ -294,21 +312,27 @@ class _Controller:
             self.order = {nid: i for i, nid in enumerate(ids)}
 
     def _sort_key(self, rec: Mapping[str, Any]) -> tuple[int, str, str, str]:
-        nid = str(rec.get("test") or "")
+        nid = str(rec.get("test") or self.test_of.get(id(rec)) or "")
         return (self.order.get(nid, len(self.order)), nid, str(rec.get("version")), str(rec.get("id")))
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         raw = (getattr(node, "workeroutput", None) or {}).get(OUTPUT_KEY)
         wid = node.workerinput["workerid"]
+        self.assigned.pop(node.gateway.id, None)  # free the GPU (a crashed worker's replacement takes it)
         if raw is None:
             self.workers[wid] = {"gpu": node.workerinput.get("kforge_gpu"), "results": 0, "error": str(error or
                                  "the worker sent no kforge results (crashed?)")}
             return
         payload = json.loads(raw)
         results, correctness, _session = kforge_store(self.config)
+        tests = payload.get("tests") or [None] * len(payload["results"])
+        self.test_of.update((id(rec), nid) for rec, nid in zip(payload["results"], tests))
         results.extend(payload["results"])
-        correctness.extend(payload["correctness"])
+        # the core records correctness from test reports, which xdist also replays on the controller:
+        # keep one record per test
+        have = {rec.get("test") for rec in correctness}
+        correctness.extend(rec for rec in payload["correctness"] if rec.get("test") not in have)
         results.sort(key=self._sort_key)  # in place: the core's lists are shared by reference
         correctness.sort(key=self._sort_key)
         for key, val in payload["meta"].items():
@@ -330,17 +354,23 @@ class _Controller:
         for res in results:
             if res.get("median_us") is None or res.get("error"):
                 continue
-            entry = benchmark_entry(res, self.meta.get("kernel"))
+            entry = benchmark_entry(res, self.meta.get("kernel"), self.test_of.get(id(res)))
             bs.benchmarks.append(_to_benchmark_metadata(entry, {**options, "min_rounds": len(entry["samples_s"])}))
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_kforge_write_json(self, config: pytest.Config, session: Any, payload: dict[str, Any]) -> None:
+        """The core writes ``--kforge-json`` on the controller; its lists already hold the merge."""
+        payload["workers"] = self.workers
+        if self.meta.get("gpu") and not payload.get("gpu"):
+            payload["gpu"] = self.meta["gpu"]
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self) -> None:
         results, correctness, session = kforge_store(self.config)
+        if session is not None:
+            return  # the core's own sessionfinish wrote the JSON (see pytest_kforge_write_json)
         payload = {**_meta(self.config, session), **{k: v for k, v in self.meta.items() if v is not None}}
         payload.update(results=results, correctness=correctness, workers=self.workers)
-        if session is not None and hasattr(session, "write_json"):
-            session.write_json(payload)
-            return
         path = self.config.getoption("kforge_json", None)
         if path:
             from .fsutil import atomic_write_text

@@ -47,6 +47,9 @@ class TinySpec(KernelSpec):
     def min_bytes(self, params):
         return 8.0 * params["n"]
 
+    def small_params(self, params):
+        return dict(params)  # already CPU-sized
+
     def hypothesis_params(self, *, small=False):
         from hypothesis import strategies as st
         return st.builds(lambda n: {"params": {"n": n}}, st.integers(1, 300))
@@ -112,6 +115,14 @@ def run(x, *, y, config=None):
         time.sleep(0.002)
         y.copy_(x * 2 + 1)
     threading.Thread(target=work).start()
+    return (y,)
+"""),
+    "v9_oom": ("torch", "v0", "runs out of memory above n=1024", """
+def run(x, *, y, config=None):
+    import torch
+    if x.numel() > 1024:
+        raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+    y.copy_(x * 2 + 1)
     return (y,)
 """),
 }

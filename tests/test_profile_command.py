@@ -56,3 +56,20 @@ def test_export_and_query() -> None:
                                                "--print-units", "base"]
     assert query_metrics_command(chip="gh100", mode="suffix", metrics=["a", "b"]) == [
         "ncu", "--query-metrics", "--chips", "gh100", "--query-metrics-mode", "suffix", "--metrics", "a,b"]
+
+
+def test_driver_runs_a_version_end_to_end_on_cpu() -> None:
+    """The program ncu profiles, smoke-tested on CPU (no NVTX there) with a small MLA shape."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    cmd = [*driver_command("mla", "v0", "decode", kernels_dir=root / "kernels", warmup=1, python=sys.executable,
+                           params={"b": 2, "t": 130, "h": 16}), "--device", "cpu"]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=root)
+    assert res.returncode == 0, res.stderr
+    assert "KFORGE-DRIVER: ok: mla v0 decode-b2-s1-t130-h16" in res.stderr
+    bad = subprocess.run([*driver_command("mla", "v0", "nosuch", python=sys.executable), "--device", "cpu"],
+                         capture_output=True, text=True, timeout=120, cwd=root)
+    assert bad.returncode == 2 and "KFORGE-DRIVER: error: kernel 'mla' has no trial 'nosuch'" in bad.stderr

@@ -58,11 +58,20 @@ def test_resolve_fallback_max_and_sum() -> None:
 
 def test_query_metrics_check_and_filter() -> None:
     listing = "Device NVIDIA H200 (GH100)\n---\nMetric Name   Metric Description\n---\n" + "\n".join(
-        f"{n}   some description" for n in ("gpu__time_duration", "sm__throughput", "dram__bytes_read"))
+        f"{n}   some description" for n in ("gpu__time_duration", "sm__throughput", "dram__bytes_read",
+                                          "sm__pipe_tensor_op_hmma_cycles_active"))
     avail = parse_query_metrics(listing)
-    assert avail == {"gpu__time_duration", "sm__throughput", "dram__bytes_read"}
+    assert avail == {"gpu__time_duration", "sm__throughput", "dram__bytes_read", "sm__pipe_tensor_op_hmma_cycles_active"}
     rows = {r[0]: r[1] for r in check_metrics(avail)}
     assert rows["duration_us"] == "ok" and rows["dram_pct"] == "missing" and rows["registers_per_thread"] == "attribute"
     names = ncu_metric_names(available=avail)
     assert "gpu__time_duration.sum" in names and "launch__registers_per_thread" in names
-    assert not any(n.startswith("gpu__dram_throughput") for n in names)
+    # tensor_pct: only hmma is listed, so the unlisted fallbacks are dropped
+    assert not any(n.startswith(("sm__pipe_tensor_cycles_active", "sm__inst_executed_pipe_tensor_op_gmma")) for n in names)
+
+
+def test_a_short_name_never_loses_all_its_counters() -> None:
+    names = ncu_metric_names(available={"unrelated__thing"})
+    assert "gpu__time_duration.sum" in names  # unlisted, but the only candidate: kept
+    assert "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed" in names  # first candidate kept
+    assert "dram__throughput.avg.pct_of_peak_sustained_elapsed" not in names

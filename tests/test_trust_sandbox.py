@@ -96,14 +96,11 @@ def test_gpu_probe_after_failure(tmp_path, monkeypatch):
     assert calls and ok.gpu_ok is False
 
 
-def test_real_probe(tmp_path):
-    got = sandbox.gpu_health_probe(timeout_s=120)
-    try:
-        import torch
-        has_gpu = torch.cuda.is_available()
-    except ImportError:  # pragma: no cover
-        has_gpu = False
-    assert got is (True if has_gpu else None)
+def test_real_probe_on_gpu():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU: the health probe allocates, adds and synchronises on the device")
+    assert sandbox.gpu_health_probe(timeout_s=300) is True  # pragma: no cover - GPU only
 
 
 def test_bad_arguments(tmp_path):

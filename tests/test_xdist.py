@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +14,8 @@ from pytest_kforge.xdist import benchmark_entry, detect_gpus, gpu_lock, parallel
 
 REPO = Path(__file__).resolve().parents[1]
 # keep the installed entry points (core plugin, this plugin) out; load this plugin explicitly
-PLUGIN_ARGS = ("-p", "no:kforge", "-p", "no:kforge_xdist", "-p", "pytest_kforge.xdist", "-p", "no:cacheprovider")
+PLUGIN_ARGS = ("-p", "no:kforge", "-p", "no:kforge_xdist", "-p", "pytest_kforge.xdist", "-p", "no:cacheprovider",
+               "-p", "no:hypothesispytest", "-p", "no:anyio")  # the last two: faster worker start-up
 
 TINY_SPEC = '''
 from pytest_kforge.spec import KernelSpec, Tolerance
@@ -58,16 +58,30 @@ from pytest_kforge.xdist import kforge_store
 
 IMPORT_CVD = os.environ.get("CUDA_VISIBLE_DEVICES")  # what the worker saw before any test ran
 
+def pytest_addhooks(pluginmanager):  # as the core plugin does
+    from pytest_kforge import hookspec
+    pluginmanager.add_hookspecs(hookspec)
+
 def pytest_addoption(parser):  # the core harness owns this option; simulated here
     parser.addoption("--kforge-json", default=None)
 
+CONFIG = []
+
 def pytest_configure(config):
+    CONFIG.append(config)
     config._kforge_meta = {"kernel": "tiny", "gpu": None, "started": "2026-12-02T00:00:00+00:00",
                            "roofline": {"tbs": 4.3, "tflops": 790.0}}
 
 @pytest.fixture
 def import_cvd():
     return IMPORT_CVD
+
+def pytest_runtest_logreport(report):
+    # like the core: correctness records come from test reports (xdist replays them on the controller)
+    if report.when == "call" and "test_correct[" in report.nodeid:
+        version = report.nodeid.rsplit("[", 1)[1].rstrip("]")
+        kforge_store(CONFIG[-1])[1].append(
+            {"version": version, "test": report.nodeid, "passed": report.passed, "message": ""})
 
 def pytest_sessionfinish(session):
     # the core harness writes --kforge-json itself in a one-process run
@@ -100,10 +114,7 @@ def test_correct(request, import_cvd, version):
     observe(request, import_cvd)
     v = KERNEL.version(version)
     inputs = KERNEL.spec.make_inputs({"n": 5}, seed=1)
-    ok = v.fn(**inputs)[0] == KERNEL.spec.reference(inputs)["out"]
-    kforge_store(request.config)[1].append(
-        {"version": version, "test": request.node.nodeid, "passed": ok, "message": ""})
-    assert ok
+    assert v.fn(**inputs)[0] == KERNEL.spec.reference(inputs)["out"]
 
 @pytest.mark.parametrize("trial", ["small", "big"])
 @pytest.mark.parametrize("version", ["v0", "v1"])
@@ -117,12 +128,15 @@ def test_trial(request, import_cvd, version, trial):
     samples = [params["n"] * v.module.SLOWDOWN * (1.0 + 0.01 * i) for i in range(9)]
     med = statistics.median(samples)
     floor_us = 1.0
-    kforge_store(request.config)[0].append({
+    row = {
         "version": version, "language": v.language, "parent": v.parent, "trial": trial,
         "id": f"{trial}-n{params['n']}", "params": dict(params), "note": "", "correct": correct,
         "median_us": med, "min_us": min(samples), "iqr_us": 0.0, "spread_pct": 0.0, "rounds": len(samples),
         "tflops": KERNEL.spec.flops(params) / med / 1e6, "gbps": 0.0, "pct_floor": 100 * floor_us / med,
-        "floor_us": floor_us, "error": None, "test": request.node.nodeid, "samples_us": samples})
+        "floor_us": floor_us, "error": None, "samples_us": samples}
+    # like the core: the hook sees the row before it is stored (no node id in the row itself)
+    request.config.hook.pytest_kforge_trial_result(config=request.config, version=v, trial=trial, result=row)
+    kforge_store(request.config)[0].append(row)
 '''
 
 
@@ -139,7 +153,7 @@ def _project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Path
     monkeypatch.setenv("OBSERVED_DIR", str(root / "observed"))
     monkeypatch.setenv("PYTHONPATH", str(REPO))
     monkeypatch.setenv("KFORGE_LOCK_DIR", str(root / "locks"))
-    for var in ("CUDA_VISIBLE_DEVICES", "KFORGE_GPUS", "KFORGE_XDIST_GPUS", "KFORGE_XDIST_GPU"):
+    for var in ("CUDA_VISIBLE_DEVICES", "KFORGE_GPUS", "KFORGE_XDIST_GPU"):
         monkeypatch.delenv(var, raising=False)
     return root
 
@@ -154,7 +168,7 @@ def _observed(root: Path) -> list[dict[str, str]]:
 def test_two_workers_pinned_and_merged_like_one_process(pytester: pytest.Pytester,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     root = _project(pytester, monkeypatch)
-    one = pytester.runpytest_subprocess(*PLUGIN_ARGS, "--kforge-json", "one.json")
+    one = pytester.runpytest_inprocess(*PLUGIN_ARGS, "--kforge-json", "one.json")
     one.assert_outcomes(passed=6)
     assert {o["cvd"] for o in _observed(root)} == {None}  # no xdist: nothing pinned
 
@@ -183,12 +197,13 @@ def test_two_workers_pinned_and_merged_like_one_process(pytester: pytest.Pyteste
     saved = json.loads(files[0].read_text())
     assert {"machine_info", "commit_info", "benchmarks", "datetime", "version"} <= set(saved)
     by_name = {bm["fullname"]: bm for bm in saved["benchmarks"]}
-    assert set(by_name) == {r["test"] for r in a["results"]}
+    trial_ids = [f"test_tiny.py::test_trial[{v}-{t}]" for v in ("v0", "v1") for t in ("small", "big")]
+    assert set(by_name) == set(trial_ids)
     for r in a["results"]:
-        stats = by_name[r["test"]]["stats"]
+        stats = by_name[f"test_tiny.py::test_trial[{r['version']}-{r['trial']}]"]["stats"]
         assert stats["rounds"] == 9
         assert stats["median"] == pytest.approx(r["median_us"] * 1e-6)
-        assert stats["min"] == pytest.approx(statistics.fmean([r["min_us"]]) * 1e-6)
+        assert stats["min"] == pytest.approx(r["min_us"] * 1e-6)
 
     # pytest-benchmark's own compare reads it ...
     cli = subprocess.run([sys.executable, "-m", "pytest_benchmark", "--storage", f"file://{bench}", "compare"],
@@ -196,21 +211,14 @@ def test_two_workers_pinned_and_merged_like_one_process(pytester: pytest.Pyteste
     assert cli.returncode == 0, cli.stderr
     assert "test_trial[v1-big]" in cli.stdout
 
-    # ... and a later parallel run (-n auto = the GPU count) compares against it
-    three = pytester.runpytest_subprocess(*PLUGIN_ARGS, "-n", "auto", "--kforge-gpus", "2",
-                                          "--benchmark-compare", f"--benchmark-storage=file://{bench}")
-    three.assert_outcomes(passed=6)
-    out = three.stdout.str()
-    assert "Comparing against benchmarks from" in out and "(0001" in out
-    assert {o["cvd"] for o in _observed(root)} <= {"0", "1"}
 
 
 def test_more_workers_than_gpus_is_a_one_line_usage_error(pytester: pytest.Pytester,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     _project(pytester, monkeypatch)
-    res = pytester.runpytest_subprocess(*PLUGIN_ARGS, "-n", "3", "--kforge-gpus", "0,1")
+    res = pytester.runpytest_inprocess(*PLUGIN_ARGS, "-n", "3", "--kforge-gpus", "0,1")
     assert res.ret == pytest.ExitCode.USAGE_ERROR
-    err = [ln for ln in res.stderr.lines if "xdist workers" in ln]
+    err = [ln for ln in res.errlines if "xdist workers" in ln]
     assert len(err) == 1 and "only 2 GPU(s)" in err[0] and "-n 2" in err[0]
 
 
@@ -227,6 +235,19 @@ def test_detect_gpus_precedence(monkeypatch: pytest.MonkeyPatch) -> None:
         detect_gpus("4")
     with pytest.raises(pytest.UsageError, match="neither a count"):
         detect_gpus("0;1")
+
+
+def test_auto_workers_follow_the_gpu_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    from pytest_kforge.xdist import pytest_xdist_auto_num_workers
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    fake = SimpleNamespace(getoption=lambda name, default=None: "3,5,7" if name == "kforge_gpus" else default)
+    assert pytest_xdist_auto_num_workers(fake) == 3  # type: ignore[arg-type]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # no GPU: leave -n auto to xdist (CPU count)
+    none = SimpleNamespace(getoption=lambda name, default=None: default)
+    assert pytest_xdist_auto_num_workers(none) is None  # type: ignore[arg-type]
 
 
 def test_parallel_args() -> None:

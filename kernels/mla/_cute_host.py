@@ -77,12 +77,14 @@ def _kernel_class(kind: str) -> Any:
     raise ValueError(f"unknown CuTe MLA kernel kind {kind!r}; use 'sm80' or 'sm80_dedup'.")
 
 
-def compiled(kind: str, s: int, h: int, stages: int) -> tuple[Any, Any, int, int]:
-    """Compile (once) the split kernel ``kind`` and the combine kernel for draft length s, h heads.
+def compiled(kind: str, s: int, h: int, stages: int, direct: bool = False) -> tuple[Any, Any, int, int]:
+    """Compile (once) the split kernel ``kind`` (+ the combine kernel unless ``direct``).
 
-    Returns (split fn, combine fn, padded rows per sequence, 64-row blocks per sequence).
+    Returns (split fn, combine fn or None, padded rows per sequence, 64-row blocks per sequence).
     """
-    key = (kind, s, h, stages, _arch())
+    if direct and kind != "sm80_dedup":
+        raise ValueError(f"kernel kind {kind!r} has no direct (single-split) epilogue; only 'sm80_dedup' has one.")
+    key = (kind, s, h, stages, direct, _arch())
     hit = _CACHE.get(key)
     if hit is not None:
         return hit
@@ -93,26 +95,44 @@ def compiled(kind: str, s: int, h: int, stages: int) -> tuple[Any, Any, int, int
 
     from kforge_kernels.mla._cute_combine import MlaCombine
 
-    gm = cute.AddressSpace.gmem
     bf, f32, i32 = cutlass.BFloat16, cutlass.Float32, cutlass.Int32
-    # dummy 16-byte aligned addresses: compilation only looks at types and alignment
-    def p(dt):
-        return make_ptr(dt, 1 << 20, gm, assumed_align=4 if dt is i32 else 16)
 
-    main = _kernel_class(kind)(s, h, stages)
+    def p(dt, align=16):  # dummy address: compilation only looks at types and alignment
+        return make_ptr(dt, 1 << 20, cute.AddressSpace.gmem, assumed_align=align)
+
+    main = _kernel_class(kind)(s, h, stages, direct)
     stream = cuda.CUstream(0)
     f_main = cute.compile(
-        main, p(bf), p(bf), p(i32), p(i32), p(f32), p(f32),
+        main, p(bf), p(bf), p(i32, 4), p(i32, 4), p(bf if direct else f32), p(f32, 4 if direct else 16),
         i32(1), i32(1), i32(1), i32(1), f32(1.0), stream, options=COMPILE_OPTIONS,
     )
-    comb = MlaCombine(s, h, main.rows_pad)
-    f_comb = cute.compile(comb, p(f32), p(f32), p(bf), p(f32), i32(1), i32(1), stream, options=COMPILE_OPTIONS)
+    f_comb = None
+    if not direct:
+        comb = MlaCombine(s, h, main.rows_pad)
+        f_comb = cute.compile(comb, p(f32), p(f32), p(bf), p(f32, 4), i32(1), i32(1), stream, options=COMPILE_OPTIONS)
     _CACHE[key] = (f_main, f_comb, main.rows_pad, main.m_blocks)
     return _CACHE[key]
 
 
-def run_split_combine(q, kv_cache, block_table, cache_seqlens, softmax_scale, out, lse, config, kind) -> None:
-    """Launch split kernel + combine on the current torch stream, writing into out and lse."""
+def prepare(kind: str, params: Mapping[str, int], config: Mapping[str, Any], allow_direct: bool = False) -> None:
+    """Compile (no GPU needed) every kernel ``run_split_combine`` would launch for ``params``.
+
+    Uses the same split decision as a call whose block table is ceil(t/64) pages wide.
+    """
+    b, s, h, t = (int(params[k]) for k in ("b", "s", "h", "t"))
+    stages = int(config.get("stages", 2))
+    splits = choose_splits(b * math.ceil(s * h / BLOCK_M), math.ceil(t / PAGE), config)
+    compiled(kind, s, h, stages, direct=allow_direct and splits == 1)
+
+
+def run_split_combine(
+    q, kv_cache, block_table, cache_seqlens, softmax_scale, out, lse, config, kind, allow_direct=False
+) -> None:
+    """Launch the split kernel (+ combine) on the current torch stream, writing into out and lse.
+
+    ``allow_direct``: when the heuristic picks one split, run the variant that writes ``out``
+    and ``lse`` itself (no fp32 workspace, no combine launch).
+    """
     import cuda.bindings.driver as cuda
     import cutlass
     import cutlass.cute as cute
@@ -120,36 +140,38 @@ def run_split_combine(q, kv_cache, block_table, cache_seqlens, softmax_scale, ou
     from cutlass.cute.runtime import make_ptr
 
     check_inputs(q, kv_cache, block_table, cache_seqlens)
-    b, s, h, _ = q.shape
+    b, s, h, _ = (int(x) for x in q.shape)
     stages = int(config.get("stages", 2))
-    f_main, f_comb, rows_pad, m_blocks = compiled(kind, int(s), int(h), stages)
-    q = q.contiguous()
-    kv_cache = kv_cache.contiguous()
-    block_table = block_table.contiguous()
-    cache_seqlens = cache_seqlens.contiguous()
+    m_blocks = math.ceil(s * h / BLOCK_M)
     max_blocks = int(block_table.shape[1])
-    splits = choose_splits(int(b) * m_blocks, max_blocks, config)
-    dev = q.device
-    opart = torch.empty(splits, b, rows_pad, D_V, dtype=torch.float32, device=dev)
-    lpart = torch.empty(splits, b, rows_pad, dtype=torch.float32, device=dev)
-    gm = cute.AddressSpace.gmem
+    splits = choose_splits(b * m_blocks, max_blocks, config)
+    q, kv_cache = q.contiguous(), kv_cache.contiguous()
+    # cp.async moves 16-byte chunks: an unaligned view (rare) gets an aligned copy
+    q = q if q.data_ptr() % 16 == 0 else q.clone()
+    kv_cache = kv_cache if kv_cache.data_ptr() % 16 == 0 else kv_cache.clone()
+    block_table, cache_seqlens = block_table.contiguous(), cache_seqlens.contiguous()
     bf, f32, i32 = cutlass.BFloat16, cutlass.Float32, cutlass.Int32
 
-    def ptr(dt, t):
-        return make_ptr(dt, t.data_ptr(), gm, assumed_align=4 if dt is i32 else 16)
+    def ptr(dt, t, align=16):
+        return make_ptr(dt, t.data_ptr(), cute.AddressSpace.gmem, assumed_align=align)
 
+    dev = q.device
     stream = cuda.CUstream(torch.cuda.current_stream(dev).cuda_stream)
-    f_main(
-        ptr(bf, q), ptr(bf, kv_cache), ptr(i32, block_table), ptr(i32, cache_seqlens),
-        ptr(f32, opart), ptr(f32, lpart),
-        i32(b), i32(kv_cache.shape[0]), i32(max_blocks), i32(splits),
-        f32(float(softmax_scale) * LOG2_E), stream,
-    )
-    if out.is_contiguous() and lse.is_contiguous() and out.data_ptr() % 16 == 0:
-        f_comb(ptr(f32, opart), ptr(f32, lpart), ptr(bf, out), ptr(f32, lse), i32(b), i32(splits), stream)
-    else:  # write into contiguous scratch, then copy into the caller's views
-        o2, l2 = torch.empty_like(out, memory_format=torch.contiguous_format), torch.empty_like(lse)
-        l2 = l2.contiguous()
-        f_comb(ptr(f32, opart), ptr(f32, lpart), ptr(bf, o2), ptr(f32, l2), i32(b), i32(splits), stream)
-        out.copy_(o2)
-        lse.copy_(l2)
+    ins = (ptr(bf, q), ptr(bf, kv_cache), ptr(i32, block_table, 4), ptr(i32, cache_seqlens, 4))
+    sizes = (i32(b), i32(kv_cache.shape[0]), i32(max_blocks), i32(splits), f32(float(softmax_scale) * LOG2_E))
+    # out/lse views we cannot address as dense [b, s*h, 512] / [b, h, s]: use scratch and copy
+    dense = out.is_contiguous() and lse.is_contiguous() and out.data_ptr() % 16 == 0 and lse.data_ptr() % 4 == 0
+    o_dst = out if dense else torch.empty(out.shape, dtype=out.dtype, device=dev)
+    l_dst = lse if dense else torch.empty(lse.shape, dtype=lse.dtype, device=dev)
+    if allow_direct and splits == 1:
+        f_main, _, _, _ = compiled(kind, s, h, stages, direct=True)
+        f_main(*ins, ptr(bf, o_dst), ptr(f32, l_dst, 4), *sizes, stream)
+    else:
+        f_main, f_comb, rows_pad, _ = compiled(kind, s, h, stages)
+        opart = torch.empty(splits, b, rows_pad, D_V, dtype=torch.float32, device=dev)
+        lpart = torch.empty(splits, b, rows_pad, dtype=torch.float32, device=dev)
+        f_main(*ins, ptr(f32, opart), ptr(f32, lpart), *sizes, stream)
+        f_comb(ptr(f32, opart), ptr(f32, lpart), ptr(bf, o_dst), ptr(f32, l_dst, 4), i32(b), i32(splits), stream)
+    if not dense:
+        out.copy_(o_dst)
+        lse.copy_(l_dst)

@@ -4,44 +4,62 @@ Run from the repository root on the GPU machine:
 
     source /tmp/kforge-gpu/env.sh && python3 kernels/mla/_cute_selfcheck.py [--versions v1_cute,v2_cute]
 
-For every ``v*_cute.py`` version: small fuzz shapes (ragged lengths, shuffled pages, s 1..16,
-h 16..128, forced split counts with empty splits) and the two trial configs are checked against
-``SPEC.reference`` with outputs NaN-poisoned first; then the trials are timed with CUDA events
-(warm-up, L2 flushed by writing a 256 MB buffer before every rep, median of 30).  Prints a
-compact table and writes ``$OUT/cute_selfcheck.json`` when ``OUT`` is set.  A failing version
-prints its full traceback and the script goes on with the next one.
+For every ``v*_cute.py`` version: the two trial configs and small fuzz shapes (ragged lengths,
+shuffled pages, s 1..16, h 16..128, forced split counts with empty splits, a forced single
+split) are checked against ``SPEC.reference`` with outputs NaN-poisoned first; trials are timed
+with CUDA events (warm-up, L2 flushed by writing a 256 MB buffer before every rep, median of 30).
+
+Compiling is the slow part (10-25 s of mostly single-threaded Python per kernel shape), so each
+version runs in its own worker process: workers compile in parallel (``prepare``, no GPU) and
+take a file lock around every GPU step, so checks and timings never overlap.  Prints a table
+and writes ``$OUT/cute_selfcheck.json`` when ``OUT`` is set; a version that raises prints its
+full traceback and the others go on.  Exit status 1 when anything failed.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import json
 import os
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-
-BUDGET_S = 220.0  # stop starting new checks after this, to stay under 4 minutes
-FUZZ = [  # (b, s, h, seqlens or None, config overrides)
-    (3, 1, 128, [1, 63, 5000], {}),
-    (4, 16, 128, [16, 65, 1000, 4097], {"num_splits": 5}),
+BUDGET_S = 215.0  # workers stop starting new cases after this (the whole run must stay < 4 min)
+FUZZ = [  # (b, s, h, seqlens, config overrides); few distinct (s, h): each one is a compile
+    (3, 1, 128, [1, 63, 5000], {}),  # decode's kernels, ragged lengths, many splits
+    (2, 16, 128, [16, 700], {"num_splits": 1}),  # spec's kernels (v3: direct), ragged
+    (4, 16, 64, [16, 65, 1000, 4097], {"num_splits": 5}),  # empty splits for the short ones
     (2, 1, 16, [777, 64], {}),
-    (3, 3, 32, [3, 130, 2049], {"num_splits": 3}),
-    (2, 5, 64, [300, 5], {}),
+    (3, 5, 32, [5, 130, 2049], {"num_splits": 3}),  # 160 rows: a partial 64-row block
+    (2, 5, 32, [50, 3000], {"num_splits": 1}),  # same shape, single split (v3: direct epilogue)
 ]
 TRIALS = ("decode", "spec")
 
 
-def _check(version, spec, params, seqlens, cfg, seed):
+@contextlib.contextmanager
+def _gpu_lock(path: str):
+    with open(path, "a+") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _check(version, params, seqlens, cfg, seed):
     import torch
 
     from pytest_kforge.spec import compare_outputs, poison_
 
+    spec = version.spec
     inputs = spec.make_inputs(params, seed=seed, device="cuda", seqlens=seqlens)
     outs = spec.alloc_outputs(params, device="cuda")
     poison_(outs)
@@ -49,98 +67,161 @@ def _check(version, spec, params, seqlens, cfg, seed):
     torch.cuda.synchronize()
     ref = spec.reference(inputs)
     res = [compare_outputs(n, outs[n], ref[n], spec.tolerances[n]) for n in spec.output_names]
+    del inputs, outs, ref
+    torch.cuda.empty_cache()
     return all(r.ok for r in res), {r.name: {"max_abs": r.max_abs, "rel_l2": r.rel_l2, "msg": r.message} for r in res}
 
 
-def _time(version, spec, params, cfg, reps=30):
+def _time(version, params, reps=30):
     import torch
 
+    spec = version.spec
     inputs = spec.make_inputs(params, seed=7, device="cuda")
     outs = spec.alloc_outputs(params, device="cuda")
     flush = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.float32, device="cuda")
     for _ in range(3):
-        version(config=cfg, **inputs, **outs)
+        version(**inputs, **outs)
     torch.cuda.synchronize()
     times = []
     for _ in range(reps):
-        flush.fill_(1.0)
+        flush.fill_(1.0)  # evict the KV cache from the 50 MB L2
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         a.record()
-        version(config=cfg, **inputs, **outs)
+        version(**inputs, **outs)
         b.record()
         b.synchronize()
         times.append(a.elapsed_time(b) * 1e3)
     return statistics.median(times)
 
 
-def main() -> int:
-    import torch
+def _cases():
+    yield from (("trial", t, None, {}) for t in TRIALS)
+    yield from (("fuzz", (b, s, h, lens), lens, cfg) for b, s, h, lens, cfg in FUZZ)
 
+
+def worker(name: str, lock: str, t0: float, result: str) -> dict:
+    """Check (and time the trials of) one version; its JSON record is rewritten after every case
+    so a worker killed at the deadline still reports what it finished."""
+    sys.path.insert(0, str(ROOT))
     from pytest_kforge.registry import load_version
     from pytest_kforge.spec import Roofline
 
+    rec: dict = {"version": name, "cases": [], "error": None}
+    try:
+        v = load_version("mla", name, kernels_dir=ROOT / "kernels")
+    except Exception:  # noqa: BLE001
+        rec["error"] = traceback.format_exc()
+        return rec
+    roof = Roofline()
+    Path(result).write_text(json.dumps(rec, default=str))
+    for kind, what, lens, cfg in _cases():
+        if kind == "trial":
+            params = dict(v.spec.trials[what])
+        else:
+            b, s, h, lens = what
+            params = {"b": b, "s": s, "t": max(lens), "h": h}
+        case = {"kind": kind, "trial": what if kind == "trial" else None, "params": params,
+                "seqlens": lens, "config": cfg}
+        rec["cases"].append(case)
+        if time.time() - t0 > BUDGET_S:
+            case["skipped"] = "time budget"
+            continue
+        why = v.supports(params)
+        if why:
+            case["unsupported"] = why
+            continue
+        tc = time.time()
+        try:
+            prep = getattr(v.module, "prepare", None)
+            if prep is not None:
+                prep(params, cfg)  # compile outside the GPU lock
+            case["compile_s"] = round(time.time() - tc, 1)
+            with _gpu_lock(lock):
+                ok, errs = _check(v, params, lens, cfg, seed=1 if kind == "trial" else 100 + len(rec["cases"]))
+                case.update(ok=ok, errors=errs)
+                if kind == "trial" and ok:
+                    us = _time(v, params)
+                    flops, nbytes = v.spec.flops(params), v.spec.min_bytes(params)
+                    floor_us = roof.floor_s(flops, nbytes) * 1e6
+                    case.update(median_us=us, tflops=flops / us / 1e6, floor_us=floor_us, pct_floor=100 * floor_us / us)
+        except Exception:  # noqa: BLE001 - one failing case must not hide the others
+            case["ok"] = False
+            case["error"] = traceback.format_exc()
+        case["wall_s"] = round(time.time() - tc, 1)
+        Path(result).write_text(json.dumps(rec, default=str))
+    return rec
+
+
+def _line(name: str, c: dict) -> str:
+    head = f"{name:8} {c['kind']:5} {c['trial'] or str(c['params']):40}"
+    if "skipped" in c or "unsupported" in c:
+        return f"{head} {c.get('skipped') or c.get('unsupported')}"
+    if c.get("error"):
+        return f"{head} ERROR\n{c['error']}"
+    e = c["errors"]
+    s = (f"{head} {'ok  ' if c['ok'] else 'FAIL'} out {e['out']['max_abs']:.3g}/{e['out']['rel_l2']:.2g} "
+         f"lse {e['lse']['max_abs']:.3g}/{e['lse']['rel_l2']:.2g}")
+    if "median_us" in c:
+        s += f" | {c['median_us']:8.1f} us {c['tflops']:6.1f} TFLOP/s {c['pct_floor']:5.1f}% floor"
+    s += f" (compile {c.get('compile_s', 0)}s, wall {c['wall_s']}s)"
+    if not c["ok"]:
+        s += "\n    " + "; ".join(x["msg"] for x in e.values())
+    return s
+
+
+def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--versions", default="", help="comma list; default: every v*_cute.py")
-    ap.add_argument("--no-fuzz", action="store_true")
+    ap.add_argument("--worker", default="", help=argparse.SUPPRESS)
+    ap.add_argument("--lock", default="", help=argparse.SUPPRESS)
+    ap.add_argument("--t0", type=float, default=0.0, help=argparse.SUPPRESS)
+    ap.add_argument("--result", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    kdir = ROOT / "kernels"
-    names = args.versions.split(",") if args.versions else sorted(p.stem for p in (kdir / "mla").glob("v*_cute.py"))
+    if args.worker:
+        rec = worker(args.worker, args.lock, args.t0, args.result)
+        Path(args.result).write_text(json.dumps(rec, default=str))
+        return 0
     t0 = time.time()
-    roof = Roofline()
-    rows, report = [], {"gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None, "versions": {}}
-    for name in names:
-        entry = report["versions"].setdefault(name, {"fuzz": [], "trials": [], "error": None})
+    names = args.versions.split(",") if args.versions else sorted(
+        p.stem for p in (ROOT / "kernels" / "mla").glob("v*_cute.py"))
+    tmp = Path(tempfile.mkdtemp(prefix="cute_selfcheck_"))
+    lock = str(tmp / "gpu.lock")
+    procs = {}
+    for n in names:
+        log = open(tmp / f"{n}.log", "w")
+        procs[n] = (subprocess.Popen(
+            [sys.executable, __file__, "--worker", n, "--lock", lock, "--t0", str(t0), "--result", str(tmp / f"{n}.json")],
+            stdout=log, stderr=subprocess.STDOUT, cwd=ROOT), log)
+    report = {"versions": {}, "budget_s": BUDGET_S}
+    bad = False
+    for n, (p, log) in procs.items():
         try:
-            v = load_version("mla", name, kernels_dir=kdir)
-            spec = v.spec
-            cases = [] if args.no_fuzz else list(FUZZ)
-            for i, (b, s, h, lens, cfg) in enumerate(cases):
-                if time.time() - t0 > BUDGET_S:
-                    entry["fuzz"].append({"case": i, "skipped": "time budget"})
-                    continue
-                params = {"b": b, "s": s, "t": max(lens), "h": h}
-                why = v.supports(params)
-                if why:
-                    entry["fuzz"].append({"case": i, "params": params, "unsupported": why})
-                    continue
-                tc = time.time()
-                ok, errs = _check(v, spec, params, lens, cfg, seed=100 + i)
-                entry["fuzz"].append({"case": i, "params": params, "seqlens": lens, "config": cfg, "ok": ok,
-                                      "errors": errs, "wall_s": round(time.time() - tc, 1)})
-                print(f"{name} fuzz {params} lens={lens} cfg={cfg}: {'ok' if ok else 'FAIL'} "
-                      f"{ {k: (round(e['max_abs'], 4), round(e['rel_l2'], 5)) for k, e in errs.items()} }"
-                      f" ({time.time() - tc:.1f}s)", flush=True)
-                if not ok:
-                    print("   ", "; ".join(e["msg"] for e in errs.values()), flush=True)
-            for trial in TRIALS:
-                params = dict(spec.trials[trial])
-                if time.time() - t0 > BUDGET_S:
-                    entry["trials"].append({"trial": trial, "skipped": "time budget"})
-                    continue
-                ok, errs = _check(v, spec, params, None, {}, seed=1)
-                us = _time(v, spec, params, {}) if ok else float("nan")
-                flops, nbytes = spec.flops(params), spec.min_bytes(params)
-                floor_us = roof.floor_s(flops, nbytes) * 1e6
-                rec = {"trial": trial, "params": params, "ok": ok, "errors": errs, "median_us": us,
-                       "tflops": flops / us / 1e6 if ok else None, "floor_us": floor_us,
-                       "pct_floor": 100 * floor_us / us if ok else None}
-                entry["trials"].append(rec)
-                rows.append((name, trial, ok, errs, us, rec["tflops"], rec["pct_floor"]))
-                print(f"{name} {trial}: {'ok' if ok else 'FAIL'} median {us:.1f} us", flush=True)
-        except Exception:  # noqa: BLE001 - report and continue with the next version
-            tb = traceback.format_exc()
-            entry["error"] = tb
-            print(f"===== {name} raised =====\n{tb}", flush=True)
-    print(f"\n{'version':10} {'trial':7} {'ok':5} {'out max/rel':>18} {'lse max/rel':>18} {'us':>9} {'TFLOP/s':>8} {'%floor':>7}")
-    for name, trial, ok, errs, us, tf, pct in rows:
-        o, l_ = errs["out"], errs["lse"]
-        print(f"{name:10} {trial:7} {str(ok):5} {o['max_abs']:8.3g}/{o['rel_l2']:<9.2g} {l_['max_abs']:8.3g}/{l_['rel_l2']:<9.2g}"
-              f" {us:9.1f} {tf or float('nan'):8.1f} {pct or float('nan'):7.1f}")
+            p.wait(timeout=max(1.0, 232 - (time.time() - t0)))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+        log.close()
+        res = tmp / f"{n}.json"
+        rec = json.loads(res.read_text()) if res.exists() else {"version": n, "cases": [], "error": None}
+        if p.returncode != 0:
+            rec["error"] = rec.get("error") or f"worker exit status {p.returncode} (killed at the 232 s deadline or crashed)"
+        for c in rec["cases"]:
+            if "ok" not in c and "skipped" not in c and "unsupported" not in c:
+                c["skipped"] = "unfinished when the worker stopped"
+        rec["log_tail"] = (tmp / f"{n}.log").read_text()[-4000:]
+        report["versions"][n] = rec
+    print(f"{'version':8} {'kind':5} {'case':40} result")
+    for n, rec in report["versions"].items():
+        if rec["error"]:
+            bad = True
+            print(f"{n:8} ERROR\n{rec['error']}\n--- worker log tail ---\n{rec['log_tail']}")
+        for c in rec["cases"]:
+            bad |= c.get("ok") is False
+            print(_line(n, c))
     print(f"total wall {time.time() - t0:.0f} s")
-    out_dir = os.environ.get("OUT")
-    if out_dir:
-        Path(out_dir, "cute_selfcheck.json").write_text(json.dumps(report, indent=1, default=str))
-    return 0
+    if os.environ.get("OUT"):
+        Path(os.environ["OUT"], "cute_selfcheck.json").write_text(json.dumps(report, indent=1, default=str))
+    return 1 if bad else 0
 
 
 if __name__ == "__main__":

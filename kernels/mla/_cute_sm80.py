@@ -53,8 +53,10 @@ def _quad_reduce(val, op):
 class MlaSplitSm80:
     """Partial MLA attention over one KV split for 64 folded query rows per CTA."""
 
-    def __init__(self, s: int, h: int, stages: int = 2):
+    def __init__(self, s: int, h: int, stages: int = 2, direct: bool = False):
         self.s, self.h = s, h
+        # direct=True (single split only): write bf16 out and lse[b,h,s] instead of partials
+        self.direct = direct
         self.rows = s * h
         self.m_blocks = math.ceil(self.rows / BLOCK_M)
         self.rows_pad = self.m_blocks * BLOCK_M
@@ -267,6 +269,7 @@ class MlaSplitSm80:
             cute.arch.barrier()
 
         # ---- epilogue: normalise by the split's row sum, write partial O and lse ----------
+        cute.arch.cp_async_wait_group(0)  # an empty split still issued the Q copy
         for r in cutlass.range_constexpr(n_rows):
             total = _quad_reduce(row_sum[r], lambda x, y: x + y)
             empty = total == 0.0

@@ -52,10 +52,15 @@ class MlaSplitSm80Dedup(MlaSplitSm80):
         mKV = cute.make_tensor(kv_ptr, cute.make_ordered_layout((num_blocks, PAGE, D_QK), order=(2, 1, 0)))
         mBT = cute.make_tensor(bt_ptr, cute.make_ordered_layout((b, max_blocks), order=(1, 0)))
         mLens = cute.make_tensor(lens_ptr, cute.make_layout(b))
-        mOp = cute.make_tensor(
-            op_ptr, cute.make_ordered_layout((splits, b, self.rows_pad, D_V), order=(3, 2, 1, 0))
-        )
-        mLp = cute.make_tensor(lp_ptr, cute.make_ordered_layout((splits, b, self.rows_pad), order=(2, 1, 0)))
+        if cutlass.const_expr(self.direct):
+            # op_ptr/lp_ptr are the caller's out [b, s*h, 512] bf16 and lse [b, h, s] fp32
+            mOp = cute.make_tensor(op_ptr, cute.make_ordered_layout((b, self.rows, D_V), order=(2, 1, 0)))
+            mLp = cute.make_tensor(lp_ptr, cute.make_ordered_layout((b, self.h, self.s), order=(2, 1, 0)))
+        else:
+            mOp = cute.make_tensor(
+                op_ptr, cute.make_ordered_layout((splits, b, self.rows_pad, D_V), order=(3, 2, 1, 0))
+            )
+            mLp = cute.make_tensor(lp_ptr, cute.make_ordered_layout((splits, b, self.rows_pad), order=(2, 1, 0)))
 
         atom = cute.make_composed_layout(
             cute.make_swizzle(3, 3, 3), 0, cute.make_layout((8, 64), stride=(64, 1))
@@ -108,7 +113,7 @@ class MlaSplitSm80Dedup(MlaSplitSm80):
         bf16 = cutlass.BFloat16
         tidx, _, _ = cute.arch.thread_idx()
         m_block, bi, split = cute.arch.block_idx()
-        splits = mOp.shape[0]
+        _, _, splits = cute.arch.grid_dim()
         grp = tidx // 128
         mtid = tidx % 128
 
@@ -246,6 +251,7 @@ class MlaSplitSm80Dedup(MlaSplitSm80):
                 cute.gemm(tiled_mma, acc_O, tOrP[None, None, k], tOrV[None, None, k], acc_O)
 
         # ---- epilogue: full row sums from both halves ----------------------------------------
+        cute.arch.cp_async_wait_group(0)  # an empty split still issued the Q copy
         cute.arch.barrier()  # every warp is past its last read of sRed
         for r in cutlass.range_constexpr(n_rows):
             sRed[grp, mtid, r] = _quad_reduce(row_sum[r], lambda x, y: x + y)
@@ -260,6 +266,21 @@ class MlaSplitSm80Dedup(MlaSplitSm80):
                 lse = -cutlass.Float32.inf
                 if not empty:
                     lse = (row_max[r] * scale_log2 + cute.math.log2(total, fastmath=True)) * LN_2
-                mLp[split, bi, row] = lse
-        gO = cute.local_tile(mOp[split, bi, None, None], (BLOCK_M, D_V // 2), (m_block, grp))
-        cute.autovec_copy(acc_O, thr_mma.partition_C(gO))
+                if cutlass.const_expr(self.direct):
+                    if row < self.rows:
+                        mLp[bi, row % self.h, row // self.h] = lse
+                else:
+                    mLp[split, bi, row] = lse
+        if cutlass.const_expr(self.direct):
+            rO = cute.make_fragment_like(acc_O, bf16)
+            rO.store(acc_O.load().to(bf16))
+            rO_mn = _mn_view(rO)
+            # rows past s*h do not exist in out: store row by row under a predicate
+            gO = cute.local_tile(mOp[bi, None, None], (BLOCK_M, D_V // 2), (m_block, grp))
+            tOgO_mn = _mn_view(thr_mma.partition_C(gO))
+            for r in cutlass.range_constexpr(n_rows):
+                if m_block * BLOCK_M + tScS_mn[r, 0][0] < self.rows:
+                    cute.autovec_copy(rO_mn[r, None], tOgO_mn[r, None])
+        else:
+            gO = cute.local_tile(mOp[split, bi, None, None], (BLOCK_M, D_V // 2), (m_block, grp))
+            cute.autovec_copy(acc_O, thr_mma.partition_C(gO))

@@ -23,7 +23,7 @@ if ct is not None:
     ConstInt = ct.Constant[int]
 
     @ct.kernel
-    def mla_combine_kernel(OP, LP, OUT, LSE, NS: int, H: int, BR: ConstInt, DV: ConstInt):
+    def mla_combine_kernel(OP, LP, OUT, LSE, NS: int, H: int, S: int, BR: ConstInt, DV: ConstInt):
         rt = ct.bid(0)
         bi = ct.bid(1)
         rows = rt * BR + ct.arange(BR, dtype=ct.int32)
@@ -47,15 +47,19 @@ if ct is not None:
         o = acc / den[:, None]
         ct.store(OUT, (bi, rt, 0), o.astype(OUT.dtype).reshape((1, BR, DV)))
         lse = (lmax + ct.log2(den)) * 0.6931471805599453
-        ct.scatter(LSE, (bi, rows % H, rows // H), lse)
+        ct.scatter(LSE, bi * (H * S) + (rows % H) * S + rows // H, lse, mask=rows < S * H)
 
 
 def combine(o_part: Any, lse2_part: Any, out3: Any, lse: Any, h: int, *, rows_per_cta: int = 16) -> None:
-    """Launch the combine: ``o_part [b, NS, R, 512]``, ``lse2_part [b, NS, R]`` -> ``out3``, ``lse``."""
+    """Launch the combine: ``o_part [b, NS, R, 512]``, ``lse2_part [b, NS, R]`` -> ``out3``, ``lse [b, h, s]``.
+
+    ``lse`` is passed flat (one stride class for every ``s``: cuTile specialises kernels on the
+    divisibility of strides, and each new class costs a ~10 s compile).
+    """
     if ct is None:
         raise RuntimeError("cuda.tile is not installed; install the gpu extra (pip install 'cuda-tile[tileiras]')")
     b, ns, rows, dv = (int(x) for x in o_part.shape)
     if rows_per_cta not in (4, 8, 16, 32):
         raise ValueError(f"COMBINE_ROWS must be 4, 8, 16 or 32, got {rows_per_cta}")
     grid = (cc.cdiv(rows, rows_per_cta), b, 1)
-    cc.launch(grid, mla_combine_kernel, (o_part, lse2_part, out3, lse, ns, h, rows_per_cta, dv))
+    cc.launch(grid, mla_combine_kernel, (o_part, lse2_part, out3, lse.view(-1), ns, h, rows // h, rows_per_cta, dv))

@@ -49,7 +49,8 @@ def check_shapes(q: Any, kv_cache: Any, block_table: Any, cache_seqlens: Any, ou
     if tuple(int(x) for x in cache_seqlens.shape) != (b,):
         raise ValueError(f"cache_seqlens must be [b={b}] but is {list(cache_seqlens.shape)}")
     if tuple(int(x) for x in out.shape) != (b, s, h, D_V):
-        raise ValueError(f"out must be [{b}, {s}, {h}, {D_V}] but is {list(out.shape)}; allocate it with SPEC.alloc_outputs")
+        raise ValueError(f"out must be [{b}, {s}, {h}, {D_V}] but is {list(out.shape)}; "
+                         "allocate it with SPEC.alloc_outputs")
     if tuple(int(x) for x in lse.shape) != (b, h, s):
         raise ValueError(f"lse must be [{b}, {h}, {s}] but is {list(lse.shape)}; allocate it with SPEC.alloc_outputs")
     for name, t in (("q", q), ("kv_cache", kv_cache), ("block_table", block_table), ("out", out), ("lse", lse)):

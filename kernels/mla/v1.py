@@ -36,7 +36,7 @@ if ct is not None:
     ConstInt = ct.Constant[int]
 
     @ct.kernel
-    def mla_v1_kernel(Q, KV, BT, SEQ, OUT, LSE, qk_scale_log2: float, S: int, H: int,
+    def mla_v1_kernel(Q, KV, BT, SEQ, OUT, LSE, qk_scale_log2: float, S: int, H: int, MB: int,
                       BH: ConstInt, DV: ConstInt, DR: ConstInt, PG: ConstInt):
         rt = ct.bid(0)  # row tile
         bi = ct.bid(1)  # sequence
@@ -59,7 +59,7 @@ if ct is not None:
         n_pages = (t + PG - 1) // PG
         n_full = (t - S + 1) // PG  # pages with every position visible to every row
         for j in range(0, n_pages):
-            page = ct.load(BT, (bi, j), shape=())
+            page = ct.load(BT, (bi * MB + j,), shape=())  # BT is the flat [b * max_blocks] table
             kt = ct.load(KV, (page, 0, 0), shape=(1, DV, PG), order=(0, 2, 1)).reshape((DV, PG))
             kr = ct.load(KV, (page, DV // DR, 0), shape=(1, DR, PG), order=(0, 2, 1)).reshape((DR, PG))
             sc = ct.zeros((BH, PG), dtype=ct.float32)
@@ -81,7 +81,7 @@ if ct is not None:
         ct.store(OUT, (bi, rt, 0), o.astype(ct.bfloat16).reshape((1, BH, DV)))
         lse2 = m_i + ct.log2(l_i)  # log2 of the softmax denominator
         lse_nat = lse2.reshape((BH,)) * 0.6931471805599453
-        ct.scatter(LSE, (bi, rows % H, rows // H), lse_nat)
+        ct.scatter(LSE, bi * (H * S) + (rows % H) * S + rows // H, lse_nat, mask=rows < S * H)
 
 
 def supports(params: dict[str, int]) -> str | None:
@@ -99,6 +99,7 @@ def run(q, kv_cache, block_table, cache_seqlens, softmax_scale, *, out, lse, con
     o3 = out.view(shp.b, shp.rows, cc.D_V)
     kernel = cc.with_hints(mla_v1_kernel, occupancy=cfg["OCCUPANCY"], num_worker_warps=cfg["NUM_WORKER_WARPS"])
     grid = (cc.row_blocks(shp.rows, bh), shp.b, 1)
-    cc.launch(grid, kernel, (q3, kv_cache, block_table, cache_seqlens, o3, lse,
-                             float(softmax_scale) * cc.LOG2E, shp.s, shp.h, bh, cc.D_V, cc.D_ROPE, cc.PAGE))
+    cc.launch(grid, kernel, (q3, kv_cache, block_table.view(-1), cache_seqlens, o3, lse.view(-1),
+                             float(softmax_scale) * cc.LOG2E, shp.s, shp.h, shp.max_pages,
+                             bh, cc.D_V, cc.D_ROPE, cc.PAGE))
     return out, lse

@@ -28,6 +28,15 @@ def supports(params: Mapping[str, int]) -> str | None:
     return None
 
 
+def prepare(params: Mapping[str, int], config: Mapping[str, Any] | None = None) -> None:
+    """Compile, without launching, what ``run`` needs for ``params`` (warm-up off the GPU)."""
+    from kforge_kernels.mla._cute_host import prepare as _prepare
+
+    cfg = dict(CONFIG)
+    cfg.update(config or {})
+    _prepare("sm80", params, cfg, allow_direct=False)
+
+
 def run(q, kv_cache, block_table, cache_seqlens, softmax_scale, *, out, lse, config=None):
     cfg = dict(CONFIG)
     cfg.update(config or {})

@@ -40,6 +40,7 @@ if ct is not None:
 
     @ct.kernel
     def mla_v2_split_kernel(Q, KV, BT, SEQ, OP, LP, qk_scale_log2: float, S: int, H: int, NS: int,
+                            MB: int,
                             BH: ConstInt, DV: ConstInt, DR: ConstInt, PG: ConstInt):
         rt = ct.bid(0)
         bi = ct.bid(1)
@@ -63,7 +64,7 @@ if ct is not None:
         end = ct.minimum(start + pps, n_pages)
         n_full = (t - S + 1) // PG
         for j in range(start, end):
-            page = ct.load(BT, (bi, j), shape=())
+            page = ct.load(BT, (bi * MB + j,), shape=())  # BT is the flat [b * max_blocks] table
             kt = ct.load(KV, (page, 0, 0), shape=(1, DV, PG), order=(0, 2, 1)).reshape((DV, PG))
             kr = ct.load(KV, (page, DV // DR, 0), shape=(1, DR, PG), order=(0, 2, 1)).reshape((DR, PG))
             sc = ct.zeros((BH, PG), dtype=ct.float32)
@@ -117,7 +118,8 @@ def run(q, kv_cache, block_table, cache_seqlens, softmax_scale, *, out, lse, con
     kernel = cc.with_hints(mla_v2_split_kernel, occupancy=cfg["OCCUPANCY"],
                            num_worker_warps=cfg["NUM_WORKER_WARPS"])
     grid = (cc.row_blocks(shp.rows, bh), shp.b, ns)
-    cc.launch(grid, kernel, (q3, kv_cache, block_table, cache_seqlens, o_part, l_part,
-                             float(softmax_scale) * cc.LOG2E, shp.s, shp.h, ns, bh, cc.D_V, cc.D_ROPE, cc.PAGE))
+    cc.launch(grid, kernel, (q3, kv_cache, block_table.view(-1), cache_seqlens, o_part, l_part,
+                             float(softmax_scale) * cc.LOG2E, shp.s, shp.h, ns, shp.max_pages,
+                             bh, cc.D_V, cc.D_ROPE, cc.PAGE))
     comb.combine(o_part, l_part, o3, lse, shp.h, rows_per_cta=int(cfg["COMBINE_ROWS"]))
     return out, lse

@@ -74,6 +74,7 @@ def match_fields(match: Any) -> dict[str, Any]:
         "languages": list(getattr(entry, "languages", ()) or ()),
         "est_gain_pct": float(getattr(match, "est_gain_pct", 0.0) or 0.0),
         "trigger": str(getattr(match, "trigger", "")),
+        "condition": str(getattr(match, "condition", "")),
         "config": dict(config) if isinstance(config, dict) else {},
     }
 

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
-
 from .suite import DEFAULT_TRIALS, SuiteOutcome
 
 __all__ = ["SimulatedKill", "FakeSuiteRunner", "make_toy_project", "TOY_SPEC", "TOY_V1"]

@@ -19,8 +19,9 @@ from ..errors import KforgeError
 from ..fsutil import atomic_write_text, file_lock, replace_marked_block
 from . import compat, learn, strategy
 from .agents.base import AgentContext, DesignImpossible
-from .agents.offline import OfflineProfiler, metrics_from_contract, next_version_name, propose_config
-from .evaluate import decide, goals_met, parse_goal, rows_by_trial
+from .agents.offline import (OfflineProfiler, metrics_from_contract, next_version_name, propose_config,
+                             tried_configs)
+from .evaluate import decide, goals_met, parse_goal, rows_by_trial, version_correct
 from .select import select_language
 from .state import STEPS, RunState
 from .suite import DEFAULT_TRIALS, SuiteRunner, oom_notes
@@ -90,8 +91,19 @@ class Orchestrator:
         return self._has_gpu
 
     # -- driver --------------------------------------------------------------------------------
+    def preflight(self) -> None:
+        """Bad input fails here, in one line, before a run folder exists."""
+        from ..registry import Registry
+
+        names = Registry(self.o.kernels_dir).kernel(self.o.kernel).version_names()  # type: ignore[arg-type]
+        if self.o.from_version and self.o.from_version not in names:
+            raise KforgeError(f"--from {self.o.from_version!r} is not a version of {self.o.kernel}; it has "
+                              f"{', '.join(names)}; pick one of those")
+
     def run(self, resume: str | None = None) -> RunState:
         assert self.o.runs_dir is not None
+        if not resume:
+            self.preflight()
         with file_lock(self.o.runs_dir / f"{self.o.kernel}.orchestrate", timeout=self.o.lock_timeout_s):
             if resume:
                 st = RunState.load(self.o.runs_dir, resume)
@@ -148,8 +160,10 @@ class Orchestrator:
 
     def _agent_ctx(self, key: str, **kw: Any) -> AgentContext:
         return AgentContext(root=self.o.root, kernels_dir=self.o.kernels_dir, kernel=self.o.kernel,  # type: ignore[arg-type]
-                            step_key=key, runner=self.runner, knowledge=self.kb, can_profile=self.has_gpu,
-                            reports_dir=self.o.root / "reports", timeout_s=self.o.timeout_s, **kw)
+                            step_key=key, runner=self.runner, knowledge=self.kb,
+                            can_profile=not self.o.dry_run and self.has_gpu,
+                            reports_dir=self.o.root / "reports", timeout_s=self.o.timeout_s,
+                            run_dir=self.state.dir if self.state else None, **kw)
 
     def _record(self, key: str, label: str, actx: AgentContext) -> None:
         assert self.state is not None
@@ -158,6 +172,10 @@ class Orchestrator:
         self._cost += actx.cost_usd
         actx.exchange["usage"], actx.exchange["cost_usd"], actx.exchange["notes"] = actx.usage, actx.cost_usd, actx.notes
         self.state.save_exchange(key, label, actx.exchange)
+
+    def _rel(self, path: str) -> str:
+        p = Path(path)
+        return p.relative_to(self.o.root).as_posix() if p.is_absolute() and p.is_relative_to(self.o.root) else path
 
     def _results(self, path: str | None) -> dict[str, Any] | None:
         if not path or not Path(path).exists():
@@ -174,7 +192,8 @@ class Orchestrator:
         if i == 1:
             current = self.o.from_version or learn.best_version_from_devlog(text, names) or names[-1]
             if current not in names:
-                raise KforgeError(f"--from {current!r} is not a version of {self.o.kernel}; it has {', '.join(names)}")
+                raise KforgeError(f"--from {current!r} is not a version of {self.o.kernel}; it has "
+                                  f"{', '.join(names)}; pick one of those")
         else:
             current = self.ctx["current"]
         results_path = self.ctx.get("latest_results") or self._find_results(current)
@@ -236,20 +255,25 @@ class Orchestrator:
                 if not self.o.dry_run:
                     self._record(key, f"profiler-{trial}", actx)
             notes += actx.notes
-            profiles[trial] = c.to_dict()
+            profiles[trial] = self._contract_dict(c)
         metrics = {t: self._metrics(d) for t, d in profiles.items()}
         by_version[current] = profiles
         if profiles and not self.o.dry_run:
-            C = compat.contracts
-            body = "\n".join(C.ProfileContract.from_dict(d).render() for d in profiles.values())
-            replace_marked_block(self.devlog, "perf", f"_Updated by orchestrator run {self.state.run_id}_\n\n"  # type: ignore[union-attr]
-                                 + body, heading="## Performance")
+            body = learn.perf_body(self.o.root, self.o.kernel, current, profiles, self.state.run_id)  # type: ignore[union-attr]
+            replace_marked_block(self.devlog, "perf", body, heading="## Performance")
         line = "; ".join(f"{t}: {d['bottleneck']}-bound, {d['stages'][0]['duration_us']:.1f} us first stage"
                          for t, d in profiles.items()) or "no profile data"
         if reused:
             line += f" (reused {', '.join(reused)} from an earlier step)"
         return {"profiles": profiles, "metrics": metrics, "profiles_by_version": by_version, "profile_notes": notes,
                 "line": line}
+
+    @staticmethod
+    def _contract_dict(c: Any) -> dict[str, Any]:
+        d = c.to_dict()
+        if isinstance(getattr(c, "metrics", None), dict):
+            d["metrics"] = dict(c.metrics)  # raw ncu metrics from the report, for catalog matching
+        return d
 
     def _metrics(self, contract_dict: dict[str, Any]) -> dict[str, float]:
         C = compat.contracts
@@ -280,7 +304,7 @@ class Orchestrator:
         apply, avoid = strategy.pick_entries(self.kb, self.ctx.get("metrics", {}), self.ctx.get("profiles", {}),
                                              kernel=self.o.kernel, language=self.ctx["design_language"])
         planned = [{"name": a["title"] or a["name"], "entry": a["name"], "languages": a["languages"],
-                    "config": a["config"], "link": a["path"],
+                    "config": a["config"], "link": self._rel(a["path"]),
                     "rationale": f"catalog match on {a['trial']} ({a['trigger'] or 'profile opportunity'}), "
                                  f"est. {a['est_gain_pct']:g}% gain"} for a in apply]
         if not planned:
@@ -296,7 +320,7 @@ class Orchestrator:
             from ..registry import Registry
 
             parent = Registry(self.o.kernels_dir).kernel(self.o.kernel).version(current)  # type: ignore[arg-type]
-            prop = propose_config(parent.config, planned, [])
+            prop = propose_config(parent.config, planned, tried_configs(self.o.kernels_dir / self.o.kernel))  # type: ignore[operator]
             out["proposed_change"] = prop[1] if prop else ["none applicable (CONFIG has no known knob)"]
         if phase == "stop":
             out.update({"stop": why, "iteration_stop": i})
@@ -307,24 +331,10 @@ class Orchestrator:
         return out
 
     def _print_plan(self, plan: dict[str, Any]) -> None:
-        goals = ", ".join(self.o.goals) or "none (iterate --iterations times)"
-        sel = self.ctx.get("selection", {})
-        lines = [f"PLAN for {self.o.kernel} (dry run: nothing was run on a GPU)",
-                 f"  start from: {self.ctx['current']} ({self.ctx['current_language']})",
-                 f"  trials: {', '.join(f'{t} {p}' for t, p in self.ctx['trial_params'].items())}",
-                 f"  language: {sel.get('language')} -- {sel.get('reason')}",
-                 f"  tuning phase: {plan['tuning']} -- {plan['tuning_why']}",
-                 "  optimisations:", *(f"    - {p['name']}: {p['rationale']}" for p in plan["planned"])]
-        if plan.get("avoid"):
-            lines.append(f"  anti-patterns to avoid: {', '.join(plan['avoid'])}")
-        if "proposed_change" in plan:
-            lines.append(f"  offline designer would write {plan['new_version']}: {'; '.join(plan['proposed_change'])}")
-        lines += [f"  verify: python -m pytest --kernel {self.o.kernel} --kernel-version "
-                  f"{self.ctx['current']},{plan['new_version']} --kforge-json <run>/verify-1.json",
-                  f"  goals: {goals}; iterations: {self.o.iterations}"]
-        self.out("\n".join(lines))
         assert self.state is not None
-        atomic_write_text(self.state.dir / "plan.txt", "\n".join(lines) + "\n")
+        text = strategy.render_plan(self.o.kernel, self.ctx, plan, self.o.goals, self.o.iterations)
+        self.out(text)
+        atomic_write_text(self.state.dir / "plan.txt", text + "\n")
 
     # -- 5 DESIGN ------------------------------------------------------------------------------
     def step_design(self, i: int, key: str) -> dict[str, Any]:
@@ -367,13 +377,16 @@ class Orchestrator:
         if outcome.ok and outcome.results is not None:
             if not out_json.exists():
                 atomic_write_text(out_json, json.dumps(outcome.results, indent=1))
-            if rows_by_trial(outcome.results, new):
+            correct, why = version_correct(outcome.results, new)
+            if not correct:
+                notes.append(f"{new} not profiled: {why}")
+            else:
                 for trial in trials:
                     actx = self._agent_ctx(key, results=outcome.results)
                     try:
                         c = self.profiler.profile(self.o.kernel, new, trial, self.ctx["trial_params"].get(trial, {}),
                                                   context=actx)
-                        new_profiles[trial] = c.to_dict()
+                        new_profiles[trial] = self._contract_dict(c)
                     except DesignImpossible as exc:
                         notes.append(f"no profile of {new} {trial}: {exc}")
                     finally:
@@ -425,13 +438,13 @@ class Orchestrator:
         planned = [p for p in self.ctx.get("planned", []) if p.get("entry")]
         metrics = self.ctx.get("profiles_by_version", {}).get(new, {})
         metrics = {t: self._metrics(c) for t, c in metrics.items()}
+        results = self._results(self.ctx["verify"].get("results_path")) or {}
         updates = learn.learn(self.kb, kernel=self.o.kernel, parent=current_before, new=new,
                               language=self.ctx["design_language"], decision=d,
                               applied=[{"name": p["entry"]} for p in planned], changes=summary.get("changes", []),
-                              metrics=metrics)
-        results = self._results(self.ctx["verify"].get("results_path")) or {}
+                              metrics=self.ctx.get("metrics", {}), gpu=str(results.get("gpu") or "GPU"))
         gains = [f"{t} {v['gain_pct']:+.0f}%" for t, v in d.get("per_trial", {}).items()]
-        est = ", ".join(f"{p['name']} {p['rationale'].split('est. ')[-1]}" for p in planned) or "a gain beyond noise"
+        est = ", ".join(f"{p['name']}: {p['rationale'].split('est. ')[-1]}" for p in planned) or "a gain beyond noise"
         entry = learn.devlog_entry(
             new=new, parent=current_before, language=self.ctx["design_language"], changes=summary.get("changes", []),
             rationale=[p["rationale"] + "." for p in self.ctx.get("planned", [])],

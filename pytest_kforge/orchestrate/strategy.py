@@ -23,7 +23,7 @@ from typing import Any
 from . import compat
 from .agents.base import clean
 
-__all__ = ["COARSE_LIMIT", "tuning_phase", "pick_entries", "build_task", "LANGUAGE_LIMITS"]
+__all__ = ["COARSE_LIMIT", "tuning_phase", "pick_entries", "build_task", "render_plan", "LANGUAGE_LIMITS"]
 
 COARSE_LIMIT = 6
 
@@ -107,3 +107,22 @@ def build_task(*, kernel: str, current: str, new_version: str, profiles: dict[st
             for o in planned]
     return C.OptimizationTask(kernel, current, new_version, clean(bottleneck), opts,
                               C.Constraints(clean(reg), clean(occ_txt), clean(control), clean(limits)))
+
+
+def render_plan(kernel: str, ctx: dict[str, Any], plan: dict[str, Any], goals: list[str], iterations: int) -> str:
+    """The dry run's plan: what the first iteration would do, without running anything."""
+    sel = ctx.get("selection", {})
+    lines = [f"PLAN for {kernel} (dry run: nothing was run on a GPU)",
+             f"  start from: {ctx['current']} ({ctx['current_language']})",
+             f"  trials: {', '.join(f'{t} {p}' for t, p in ctx['trial_params'].items())}",
+             f"  language: {sel.get('language')} -- {sel.get('reason')}",
+             f"  tuning phase: {plan['tuning']} -- {plan['tuning_why']}",
+             "  optimisations:", *(f"    - {p['name']}: {p['rationale']}" for p in plan["planned"])]
+    if plan.get("avoid"):
+        lines.append(f"  anti-patterns to avoid: {', '.join(plan['avoid'])}")
+    if "proposed_change" in plan:
+        lines.append(f"  offline designer would write {plan['new_version']}: {'; '.join(plan['proposed_change'])}")
+    lines += [f"  verify: python -m pytest --kernel {kernel} --kernel-version {ctx['current']},{plan['new_version']} "
+              f"--kforge-json <run>/verify-1.json",
+              f"  goals: {', '.join(goals) or 'none (iterate --iterations times)'}; iterations: {iterations}"]
+    return "\n".join(lines)

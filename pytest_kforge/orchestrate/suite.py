@@ -19,11 +19,11 @@ from typing import Any, Protocol
 from . import compat
 
 __all__ = ["DEFAULT_TRIALS", "STRESS_TRIAL_OPTION", "SuiteOutcome", "SuiteRunner", "PytestSuiteRunner",
-           "find_profile_reports", "oom_notes"]
+           "find_profile_reports", "oom_notes", "contract_from_report"]
 
 DEFAULT_TRIALS: tuple[str, ...] = ("decode", "spec")
 #: harness option that selects trial configs by name (only passed when a stress config is wanted)
-STRESS_TRIAL_OPTION = "--kforge-trials"
+STRESS_TRIAL_OPTION = "--trial"
 
 
 @dataclasses.dataclass
@@ -52,6 +52,16 @@ def oom_notes(results: dict[str, Any] | None) -> list[str]:
     if not results:
         return []
     return [f"{r.get('version')} {r.get('trial')}: {r['note']}" for r in results.get("results", []) if r.get("note")]
+
+
+def contract_from_report(data: dict[str, Any]) -> Any:
+    """The ProfileContract of a report JSON twin (``{"contract": {...}, "metrics": {...}}`` or a bare
+    contract dict), with the raw ncu metrics attached as ``.metrics`` when the report has them."""
+    c = compat.contracts.ProfileContract.from_dict(data.get("contract", data))
+    raw = data.get("metrics")
+    if isinstance(raw, dict):
+        c.metrics = {k: float(v) for k, v in raw.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    return c
 
 
 def find_profile_reports(out_dir: Path, kernel: str, version: str, trials: tuple[str, ...]) -> dict[str, Any]:

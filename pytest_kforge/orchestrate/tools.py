@@ -90,7 +90,7 @@ class Toolbox:
     def tool_run_suite(self, version: str) -> str:
         if self.ctx.runner is None or not self.ctx.can_profile:
             return "ERROR: no GPU here, so the suite cannot run; the orchestrator runs it in VERIFY"
-        out_json = Path(self.ctx.exchange.get("dir", self.root)) / f"tool-suite-{version}.json"
+        out_json = (self.ctx.run_dir or self.root / "runs") / f"tool-suite-{self.ctx.step_key.replace(':', '-')}-{version}.json"
         outcome = self.ctx.runner.run_suite(self.ctx.kernel, [version], out_json=out_json, timeout_s=self.ctx.timeout_s)
         if not outcome.ok or outcome.results is None:
             return f"ERROR: the suite did not produce results: {outcome.reason}"
@@ -108,8 +108,9 @@ class Toolbox:
                                           trials=tr)
         if not outcome.reports:
             return f"ERROR: profiling produced no report: {outcome.reason}"
-        C = compat.contracts
-        return "\n\n".join(C.ProfileContract.from_dict(d).render() for d in outcome.reports.values())
+        from .suite import contract_from_report
+
+        return "\n\n".join(contract_from_report(d).render() for d in outcome.reports.values())
 
     def tool_search_knowledge(self, query: str = "", metrics: dict[str, float] | None = None) -> str:
         kb = self.ctx.knowledge

@@ -62,6 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--baseline", default=None, help="version to compare with (default: the parent)")
     ap.add_argument("--from-csv", default=None, help="read recorded raw CSVs from this folder instead of running ncu")
     ap.add_argument("--no-devlog", action="store_true", help="do not update docs/kernels/<kernel>.md")
+    ap.add_argument("--bench-json", default=None,
+                    help="the harness's results JSON (--kforge-json): its median_us goes beside ncu's duration")
     ap.add_argument("--list-metrics", action="store_true", help="print the short-name -> ncu metric table")
     ap.add_argument("--check-metrics", action="store_true", help="check the table against ncu --query-metrics")
     ap.add_argument("--listing", default=None, help="with --check-metrics: a saved --query-metrics output")
@@ -75,9 +77,16 @@ def main(argv: list[str] | None = None) -> int:
     from .run import profile_version
 
     trials = [t.strip() for t in args.trial.split(",")] if args.trial else None
+    bench = None
+    if args.bench_json:
+        import json
+
+        results = json.loads(Path(args.bench_json).read_text(encoding="utf-8")).get("results", [])
+        bench = {r["trial"]: float(r["median_us"]) for r in results
+                 if r.get("version") == args.kversion and r.get("median_us")}
     outcomes = profile_version(args.kernel, args.kversion, trials, root=args.root, reports_dir=args.out,
                                ncu=args.ncu, timeout_s=args.timeout, baseline=args.baseline,
-                               from_csv=args.from_csv, update_devlog=not args.no_devlog)
+                               from_csv=args.from_csv, update_devlog=not args.no_devlog, bench_us=bench)
     for o in outcomes:
         print(o.line())
     return 0 if all(o.fault is None for o in outcomes) else 1

@@ -104,7 +104,15 @@ def available_metrics(ncu: str, *, timeout_s: float = 120.0, cache: Path | None 
     return names
 
 
-def classify_fault(res: RunResult, *, what: str, timeout_s: float, ncu: str) -> str | None:
+def _child_env() -> dict[str, str]:
+    """This environment, with pytest_kforge importable by the driver even from another cwd."""
+    env = dict(os.environ)
+    pkg_root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_root, env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def classify_fault(res: RunResult, *, what: str, timeout_s: float) -> str | None:
     """One line for a failed profiling run, or None when it worked."""
     text = res.stdout + "\n" + res.stderr
     driver = [ln.split("KFORGE-DRIVER:", 1)[1].strip() for ln in text.splitlines() if "KFORGE-DRIVER:" in ln]
@@ -122,11 +130,16 @@ def classify_fault(res: RunResult, *, what: str, timeout_s: float, ncu: str) -> 
     if last.startswith("raised:"):
         return (f"{what} failed under ncu replay ({last[len('raised:'):].strip()}); run its correctness tests "
                 f"without --kforge-profile, and under compute-sanitizer if they pass")
-    if "No kernels were profiled" in text or "No kernels were profiled" in res.stderr:
+    if "No kernels were profiled" in text:
         if last.startswith("ok:") or res.returncode == 0:
             return (f"no kernel of {what} matched the filter --nvtx-include {NVTX_INCLUDE!r}; check that the "
                     f"version launches GPU kernels (a CPU fallback launches none) and that ncu traces NVTX")
     errors = [ln.strip() for ln in text.splitlines() if ln.startswith("==ERROR==")]
+    bad_metric = [e for e in errors if "metric" in e.lower()]
+    if bad_metric and not last.startswith("ok:"):
+        return (f"ncu rejected a metric while profiling {what} ({bad_metric[0]}); run "
+                f"`python -m pytest_kforge.profile --check-metrics` on this machine and fix the table in "
+                f"pytest_kforge/profile/metrics.py")
     if res.returncode != 0 or errors or (driver and not last.startswith("ok:")):
         detail = errors[0] if errors else (last or f"exit code {res.returncode}")
         return (f"{what} crashed under ncu replay ({detail}); run it without --kforge-profile and under "
@@ -161,10 +174,10 @@ def collect(kernel: str, version: str, trial: str, *, out_dir: str | Path, ncu: 
     got.command = cmd
     if rep.exists():
         rep.unlink()  # never read a stale report after a failed run
-    res = run_command(cmd, timeout_s=timeout_s, cwd=cwd, env=env)
+    res = run_command(cmd, timeout_s=timeout_s, cwd=cwd, env=env if env is not None else _child_env())
     got.wall_s = res.wall_s
     got.log = (res.stdout[-4000:] + "\n" + res.stderr[-4000:]).strip()
-    got.fault = classify_fault(res, what=what, timeout_s=timeout_s, ncu=exe)
+    got.fault = classify_fault(res, what=what, timeout_s=timeout_s)
     if got.fault is None and not rep.exists():
         got.fault = (f"ncu finished but wrote no report for {what} (expected {rep}); "
                      f"no kernel matched --nvtx-include {NVTX_INCLUDE!r} or the disk is full")

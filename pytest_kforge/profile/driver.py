@@ -51,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kernels-dir", default=None)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--device", default="cuda", help="cuda (default); cpu only for smoke tests (no NVTX, no timing)")
     ap.add_argument("--params", default="", help="override the trial's params: b=16,s=1,t=4096,h=128")
     ap.add_argument("--time", type=int, default=0, metavar="N",
                     help="instead of the NVTX call: time N calls with CUDA events (L2 flushed before each) "
@@ -66,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
             trial = trial.with_params(**{k.strip(): int(v) for k, v in
                                          (kv.split("=") for kv in args.params.split(",") if kv.strip())})
     except Exception as exc:  # noqa: BLE001 - reported as one line to the collector
-        _say(f"error: {exc}")
+        _say(f"error: {exc.args[0] if isinstance(exc, KeyError) and exc.args else exc}")
         return EXIT_ARGS
     why = version.supports(trial.params)
     if why:
@@ -75,28 +76,36 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    if not torch.cuda.is_available():
+    on_gpu = args.device.startswith("cuda")
+    if on_gpu and not torch.cuda.is_available():
         _say("no-gpu: torch.cuda.is_available() is False")
         return EXIT_NO_GPU
+    sync = torch.cuda.synchronize if on_gpu else (lambda: None)
     spec = version.spec
-    inputs = spec.make_inputs(trial.params, seed=args.seed, device="cuda")
-    outputs = spec.alloc_outputs(trial.params, device="cuda")
+    inputs = spec.make_inputs(trial.params, seed=args.seed, device=args.device)
+    outputs = spec.alloc_outputs(trial.params, device=args.device)
     config = dict(version.config)
     t0 = time.perf_counter()
     try:
+        prepare = getattr(version.module, "prepare", None)
+        if callable(prepare):  # ahead-of-time compile, when the version offers it
+            prepare(dict(trial.params), config)
         for _ in range(max(0, args.warmup)):
             version.fn(**inputs, **outputs, config=config)
-        torch.cuda.synchronize()
+        sync()
         t1 = time.perf_counter()
-        if args.time > 0:
-            _say(f"timing: {args.kernel} {args.version} {trial.id} median_us={_median_us(version, inputs, outputs, config, args.time):.2f} n={args.time}")
+        if args.time > 0 and on_gpu:
+            med = _median_us(version, inputs, outputs, config, args.time)
+            _say(f"timing: {args.kernel} {args.version} {trial.id} median_us={med:.2f} n={args.time}")
             return EXIT_OK
-        torch.cuda.nvtx.range_push(NVTX_RANGE)
+        if on_gpu:
+            torch.cuda.nvtx.range_push(NVTX_RANGE)
         try:
             version.fn(**inputs, **outputs, config=config)
         finally:
-            torch.cuda.nvtx.range_pop()
-        torch.cuda.synchronize()
+            if on_gpu:
+                torch.cuda.nvtx.range_pop()
+        sync()
     except Exception as exc:  # noqa: BLE001
         _say(f"raised: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
         return EXIT_RAISED

@@ -109,14 +109,20 @@ def _is_counter(name: str) -> bool:
 def ncu_metric_names(shorts: Iterable[str] | None = None, available: set[str] | None = None) -> list[str]:
     """The ncu metrics to pass to ``--metrics`` (deduplicated, in table order).
 
-    ``available`` (base names from ``ncu --query-metrics``) drops counters this ncu does not know,
-    so one stale name never fails a whole run; launch/device attributes are always kept.
+    ``available`` (base names from ``ncu --query-metrics``) drops counters this ncu does not list,
+    so one stale fallback never fails a whole run; launch/device attributes are always kept, and a
+    short name none of whose candidates is listed keeps its first candidate (a listing in an
+    unexpected format must not silently remove a metric).
     """
     out: list[str] = []
     for short in (shorts or METRICS):
-        for name in METRICS[short].names():
-            if available is not None and _is_counter(name) and name.split(".")[0] not in available:
-                continue
+        d = METRICS[short]
+        names = list(d.names())
+        if available is not None:
+            listed = [n for n in names if not _is_counter(n) or n.split(".")[0] in available]
+            names = listed if any(_is_counter(n) for n in listed) or not any(_is_counter(n) for n in names) \
+                else list(d.candidates[0])
+        for name in names:
             if name not in out:
                 out.append(name)
     return out

@@ -96,10 +96,22 @@ def profile_version(kernel: str, version: str, trials: Sequence[str] | None = No
         if from_csv is not None:
             csv_path = _find_csv(Path(from_csv), version, trial)
             if csv_path is None:
-                out.fault = f"no recorded CSV for {version} {trial} in {from_csv} (looked for {trial}.csv, {version}-{trial}.csv)"
+                out.fault = (f"no recorded CSV for {version} {trial} in {from_csv} (looked for {trial}.csv, "
+                             f"{version}-{trial}.csv); pass the folder the capture wrote")
                 continue
-            extra["source"] = {"csv": str(csv_path)}
+            extra["source"] = {"csv": csv_path.name, "recorded": True}
+            rec_rep = csv_path.with_suffix(".ncu-rep")
+            if rec_rep.exists():  # keep the recorded report beside the generated one
+                import shutil
+
+                out_dir.mkdir(parents=True, exist_ok=True)
+                out.rep_path = out_dir / f"{trial}.ncu-rep"
+                if rec_rep.resolve() != out.rep_path.resolve():
+                    shutil.copyfile(rec_rep, out.rep_path)
+                extra["source"]["ncu_rep"] = out.rep_path.name
         else:
+            for ext in (".md", ".json", ".csv"):  # a fault must not leave an older profile looking current
+                (out_dir / f"{trial}{ext}").unlink(missing_ok=True)
             got = collect(kernel, version, trial, out_dir=out_dir, ncu=ncu, timeout_s=timeout_s, kernels_dir=kdir,
                           available=available, cwd=root, params=p if p != dict(tc.params) else None)
             out.wall_s = got.wall_s
@@ -138,7 +150,7 @@ def profile_version(kernel: str, version: str, trials: Sequence[str] | None = No
         out.md_path, out.json_path = write_report(rep, out_dir)
         out.bottleneck = rep.contract.bottleneck
         out.duration_us = rep.data["metrics"].get("duration_us")
-    if update_devlog and any(o.md_path for o in outcomes):
+    if update_devlog and (reports / kernel).is_dir():  # also drops rows whose profile just faulted
         from pytest_kforge.fsutil import replace_marked_block
 
         replace_marked_block(root / "docs" / "kernels" / f"{kernel}.md", "perf", perf_block(reports, kernel),

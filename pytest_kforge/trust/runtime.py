@@ -21,9 +21,9 @@
   subclasses, copies or views of inputs.
 * :func:`floor_check` -- a median faster than ``margin`` x the physical floor is a measurement
   error, never a win.
-* :func:`perturb_inputs_` -- re-randomise one slice of every floating input in place (same
-  pointers and shapes) for the post-benchmark re-check that defeats result caches keyed by
-  pointer, shape or a sampled fingerprint.
+* :func:`perturb_inputs_` / :func:`recheck_in_place` -- the post-benchmark re-check on the timed
+  buffers themselves (refilled in place, then one slice of each floating input re-randomised),
+  which defeats result caches keyed by pointer, shape or a sampled fingerprint.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from ..errors import KforgeError
 
 __all__ = ["ReferenceCalled", "RefGuard", "forbid_reference", "FORBIDDEN_ATEN_OPS", "DeviceTimeline",
            "TorchTimeline", "StreamReport", "measure_side_stream_work", "InputSnapshot", "check_returned",
-           "floor_check", "perturb_inputs_"]
+           "floor_check", "perturb_inputs_", "recheck_in_place"]
 
 #: aten overload packets a DSL version may not run during a guarded call (attention and dense math)
 FORBIDDEN_ATEN_OPS = frozenset({
@@ -311,3 +311,45 @@ def perturb_inputs_(inputs: Mapping[str, Any], *, seed: int, names: Sequence[str
             v[i].copy_(fresh.to(device=v.device, dtype=v.dtype))
             changed.append(f"{k}[{i}]")
     return changed
+
+
+def recheck_in_place(call: Callable[[], Any], spec: Any, inputs: Mapping[str, Any], outputs: Mapping[str, Any], *,
+                     fresh: Mapping[str, Any], seed: int, ref_dtype: Any = None) -> str | None:
+    """The post-benchmark re-check on the very buffers that were timed; None when it passes.
+
+    Result caches keyed by pointer or shape survive fresh *allocations* (same shape, and the
+    allocator hands back the same pointers); caches keyed by a sampled fingerprint survive any
+    input whose sampled elements did not change.  So: (1) refill the timed input buffers in
+    place with ``fresh`` data (same pointers, shapes, dtypes), (2) then re-randomise one dim-0
+    slice of every floating input (:func:`perturb_inputs_`); after each step poison the outputs,
+    ``call()`` and compare with the reference.  The inputs are restored afterwards (the harness
+    shares them between versions).
+    """
+    import torch
+
+    from ..spec import poison_
+
+    saved = {k: v.clone() for k, v in inputs.items() if isinstance(v, torch.Tensor)}
+    try:
+        for step in ("refilled in place with fresh data", "perturbed in place"):
+            if step.startswith("refilled"):
+                for k, v in fresh.items():
+                    cur = inputs.get(k)
+                    if isinstance(cur, torch.Tensor) and isinstance(v, torch.Tensor) and cur.shape == v.shape:
+                        cur.copy_(v)
+                where = ""
+            else:
+                where = " (" + ", ".join(perturb_inputs_(inputs, seed=seed)) + ")"
+            poison_(outputs)
+            call()
+            if str(next(iter(outputs.values())).device).startswith("cuda"):
+                torch.cuda.synchronize()
+            ref = spec.reference(inputs, dtype=ref_dtype)
+            bad = [r.message for r in spec.compare(outputs, ref) if not r.ok]
+            if bad:
+                return (f"after timing, with the timed input buffers {step}{where}: " + "; ".join(bad)
+                        + " (the output did not follow its inputs: a result cache keyed by pointer, shape or fingerprint)")
+        return None
+    finally:
+        for k, v in saved.items():
+            inputs[k].copy_(v)

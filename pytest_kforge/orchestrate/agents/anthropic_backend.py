@@ -27,17 +27,20 @@ from .. import compat
 from ..tools import TOOL_SCHEMAS, Toolbox
 from .base import AgentContext, ask_with_contract, design_prompt, profile_prompt
 
-__all__ = ["PRICES", "MODEL_ALIASES", "DEFAULT_MODEL", "load_agent_file", "cost_usd", "Conversation",
+__all__ = ["PRICES", "MODEL_ALIASES", "DEFAULT_MODEL", "load_agent_file", "cost_usd", "price_of", "Conversation",
            "AnthropicProfiler", "AnthropicDesigner", "make_client"]
 
-#: USD per million tokens (input, output); configurable through KFORGE_PRICES
+#: USD per million tokens (input, output) by model family.  ASSUMED list prices per tier (check the
+#: current pricing page); a model id is priced by the first family name it contains.  Override or add
+#: exact ids with KFORGE_PRICES='{"claude-sonnet-5-5": [3, 15]}'.
 PRICES: dict[str, tuple[float, float]] = {
-    "claude-opus-4-1": (15.0, 75.0),
-    "claude-sonnet-4-5": (3.0, 15.0),
-    "claude-haiku-4-5": (1.0, 5.0),
+    "opus": (5.0, 25.0),
+    "sonnet": (3.0, 15.0),
+    "haiku": (1.0, 5.0),
 }
-MODEL_ALIASES = {"opus": "claude-opus-4-1", "sonnet": "claude-sonnet-4-5", "haiku": "claude-haiku-4-5"}
-DEFAULT_MODEL = "claude-sonnet-4-5"
+#: agent-file ``model:`` aliases -> API model ids (the SDK marks claude-sonnet-4-5 deprecated as of 2026-11-30)
+MODEL_ALIASES = {"opus": "claude-opus-5-5", "sonnet": "claude-sonnet-5-5", "haiku": "claude-haiku-5-5"}
+DEFAULT_MODEL = "claude-sonnet-5-5"
 _FALLBACK_PROMPTS = {
     "profiler": "You are the profiler agent of pytest-kforge. Profile the version you are given with the "
                 "profile_version tool and reply with the compact profile contract in its markdown shape.",
@@ -73,8 +76,16 @@ def prices() -> dict[str, tuple[float, float]]:
     return table
 
 
+def price_of(model: str) -> tuple[float, float]:
+    """(input, output) USD per million tokens: the exact id if listed, else its family, else zero."""
+    table = prices()
+    if model in table:
+        return table[model]
+    return next((v for k, v in table.items() if k in model), (0.0, 0.0))
+
+
 def cost_usd(model: str, usage: dict[str, int]) -> float:
-    pin, pout = prices().get(model, prices().get(MODEL_ALIASES.get(model, ""), (0.0, 0.0)))
+    pin, pout = price_of(model)
     return (usage.get("input_tokens", 0) * pin + usage.get("cache_creation_input_tokens", 0) * pin * 1.25
             + usage.get("cache_read_input_tokens", 0) * pin * 0.1 + usage.get("output_tokens", 0) * pout) / 1e6
 

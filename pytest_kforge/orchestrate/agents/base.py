@@ -47,6 +47,7 @@ class AgentContext:
     knowledge: Any = None
     can_profile: bool = False  # a GPU and ncu are here: the profiler may run the profiling command
     reports_dir: Path | None = None
+    run_dir: Path | None = None  # runs/<run-id>/ (tool outputs go there)
     timeout_s: float = 1800.0
     exchange: dict[str, Any] = dataclasses.field(default_factory=dict)
     usage: dict[str, int] = dataclasses.field(default_factory=dict)

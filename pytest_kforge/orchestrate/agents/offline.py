@@ -29,17 +29,37 @@ from ..select import control_level
 from .base import AgentContext, DesignImpossible, clean
 
 __all__ = ["KNOBS", "OfflineProfiler", "OfflineDesigner", "contract_from_results", "propose_config",
-           "render_version_module"]
+           "render_version_module", "tried_configs", "next_version_name", "metrics_from_contract"]
 
-#: knob family -> (key pattern, hand-picked promising values in order, catalog-name pattern)
+#: knob family -> (key pattern, hand-picked promising values in order, catalog-name pattern).
+#: Order matters: with no catalog match the designer walks the families in this order (split and
+#: latency knobs first -- cheap and usually safe for decode attention; bigger tiles last, since they
+#: cost registers).  A knob whose value is None means "chosen automatically by the version".
 KNOBS: dict[str, tuple[str, tuple[Any, ...], str]] = {
-    "split": (r"split", (2, 4, 8, 16, 32), r"split|occupancy|parallel"),
-    "tile_n": (r"block_?n|tile_?n|block_?kv|tile_?kv", (64, 128, 32, 256), r"tile|block|reuse|occupancy"),
-    "tile_m": (r"block_?m|tile_?m|block_?h|tile_?h", (64, 128, 32), r"tile|block|reuse"),
+    "split": (r"split", (2, 4, 8, 16, 32), r"split|occupancy|parallel|wave"),
+    "waves": (r"^waves$", (2.0, 0.5, 1.5), r"split|wave|occupancy|balance"),
+    "latency": (r"latency", (4, 2, 8), r"latency|prefetch|pipelin|overlap"),
+    "occupancy": (r"occupancy", (2, 1, 4), r"occupancy|latency"),
     "stages": (r"stage|pipeline|prefetch|buffers", (2, 3, 4), r"pipelin|stage|latency|prefetch|overlap"),
-    "occupancy": (r"occupancy", (1, 2, 4), r"occupancy|latency"),
-    "warps": (r"num_?warps|warps", (4, 8), r"occupancy|latency|warp"),
+    "pages": (r"min_?pages", (2, 8), r"split|balance"),
+    "tile_n": (r"block_?n|tile_?n|block_?kv|tile_?kv", (64, 128, 32, 256), r"tile|block|reuse|occupancy"),
+    "warps": (r"num_?(worker_)?warps|warps", (4, 8), r"occupancy|latency|warp"),
+    "tile_m": (r"block_?m|tile_?m|block_?h|tile_?h", (64, 128, 32), r"tile|block|reuse"),
 }
+
+
+MANUAL = "manual promising tile"
+
+
+def _ordered(values: tuple[Any, ...], current: Any) -> list[Any]:
+    """The next larger hand-picked values first (more parallelism, bigger tiles), then smaller ones."""
+    if current is None:
+        return list(values)
+    return sorted(v for v in values if v > current) + sorted((v for v in values if v < current), reverse=True)
+
+
+def _tunable(value: Any) -> bool:
+    return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
 
 
 def contract_from_results(kernel: str, version: str, trial: str, params: dict[str, int],
@@ -58,7 +78,7 @@ def contract_from_results(kernel: str, version: str, trial: str, params: dict[st
     bound = "Latency" if max(dram, tc) < 40.0 else ("Memory" if dram >= tc else "Compute")
     issue = {"Memory": "DRAM traffic sets the time", "Compute": "tensor pipe sets the time",
              "Latency": "neither DRAM nor tensor pipe is busy"}[bound]
-    stage = C.StageRow("kernel (all launches)", float(row["median_us"]), round(tc, 1), round(dram, 1), 0.0, bound,
+    stage = C.StageRow("kernel (all launches)", float(row["median_us"]), round(tc, 1), round(dram, 1), None, bound,
                        issue)
     opps = [C.Opportunity(clean(m["title"]), m["est_gain_pct"], clean(m["trigger"] or "derived"),
                           clean(m["path"] or m["name"])) for m in matches[:3]]
@@ -104,8 +124,10 @@ class OfflineProfiler:
         if path.exists():
             import json
 
+            from ..suite import contract_from_report
+
             context.exchange.setdefault("sources", []).append(str(path))
-            return C.ProfileContract.from_dict(json.loads(path.read_text(encoding="utf-8")))
+            return contract_from_report(json.loads(path.read_text(encoding="utf-8")))
         context.notes.append(f"{version} {trial}: no ncu report; contract derived from the suite results JSON")
         context.exchange.setdefault("sources", []).append("suite results JSON")
         draft = contract_from_results(kernel, version, trial, params, context.results, [])
@@ -118,7 +140,7 @@ class OfflineProfiler:
 
 def _family(key: str) -> str | None:
     for fam, (pat, _vals, _cat) in KNOBS.items():
-        if re.search(pat, key, re.I):
+        if re.search(pat, key.lower(), re.I):
             return fam
     return None
 
@@ -129,11 +151,13 @@ def propose_config(parent: dict[str, Any], planned: list[dict[str, Any]], tried:
 
     Planned optimisations (catalog matches, best first) pick the knob families; an entry may also
     carry an explicit ``config`` suggestion.  For each family, the next value of its hand-picked
-    list that is not the parent's and was not tried from this parent is used: one knob per version,
+    list (larger values first) that no existing version has is used: one knob per version,
     so each measured result is attributable to one change.
     """
     seen = [{**parent, **t} for t in tried]
     for opt in planned:
+        if str(opt.get("name", "")).startswith(MANUAL):
+            continue  # the loop's placeholder when no catalog entry matched: handled below
         if control_level(opt.get("name", ""), opt.get("languages", ())) == "cute":
             continue  # not expressible as a CONFIG change
         suggestion = {k: v for k, v in (opt.get("config") or {}).items() if k in parent and parent[k] != v}
@@ -142,20 +166,20 @@ def propose_config(parent: dict[str, Any], planned: list[dict[str, Any]], tried:
         text = f"{opt.get('name', '')} {opt.get('title', '')}"
         for key, value in parent.items():
             fam = _family(key)
-            if fam is None or not isinstance(value, int) or isinstance(value, bool):
+            if fam is None or not _tunable(value):
                 continue
             if not re.search(KNOBS[fam][2], text, re.I):
                 continue
-            for cand in KNOBS[fam][1]:
+            for cand in _ordered(KNOBS[fam][1], value):
                 new = {**parent, key: cand}
                 if cand != value and new not in seen:
                     return new, [f"{key}: {value} -> {cand} ({opt['name']})"]
     # No catalog entry maps to a knob: manual promising tiles, one knob at a time, in KNOBS order.
     for fam, (_pat, values, _cat) in KNOBS.items():
         for key, value in parent.items():
-            if _family(key) != fam or not isinstance(value, int) or isinstance(value, bool):
+            if _family(key) != fam or not _tunable(value):
                 continue
-            for cand in values:
+            for cand in _ordered(values, value):
                 new = {**parent, key: cand}
                 if cand != value and new not in seen:
                     return new, [f"{key}: {value} -> {cand} (manual promising tile, no catalog match)"]
@@ -218,6 +242,12 @@ def _literal_config(path: Path) -> tuple[str | None, dict[str, Any]]:
     return parent, config
 
 
+def tried_configs(kernel_dir: Path, exclude: str = "") -> list[dict[str, Any]]:
+    """Every existing version's CONFIG counts as tried: never re-create a sibling or an ancestor."""
+    return [cfg for p in sorted(kernel_dir.glob("v*.py")) for _par, cfg in [_literal_config(p)]
+            if p.stem != exclude and cfg]
+
+
 def next_version_name(kernel_dir: Path) -> str:
     nums = [int(m.group(1)) for p in kernel_dir.glob("v*.py") if (m := re.match(r"^v(\d+)", p.stem))]
     return f"v{max(nums, default=0) + 1}"
@@ -232,9 +262,9 @@ class OfflineDesigner:
         from ...registry import Registry
 
         parent = Registry(context.kernels_dir).kernel(task.kernel).version(task.current)
-        tried = [cfg for p in kdir.glob("v*.py") for par, cfg in [_literal_config(p)]
-                 if par == task.current and p.stem != task.new_version]
-        planned = [{"name": o.name, "title": o.name, "config": m.get("config", {}), "languages": m.get("languages", [])}
+        tried = tried_configs(kdir, exclude=task.new_version)
+        planned = [{"name": o.name, "title": m.get("title", o.name), "config": m.get("config", {}),
+                    "languages": m.get("languages", [])}
                    for o in task.optimizations
                    for m in [next((m for m in context.matches if m["name"] == o.name or m["title"] == o.name), {})]]
         proposal = propose_config(parent.config, planned, tried)
@@ -267,6 +297,5 @@ class OfflineDesigner:
         trials = [C.TrialCheck(32, 1, 4096, "decode: the memory-bound single-query case"),
                   C.TrialCheck(32, 16, 4096, "spec: 16 queries share each KV read, the compute-heavier case")]
         rel_target = str(target.relative_to(context.root)) if target.is_relative_to(context.root) else str(target)
-        return C.NewVersionSummary(task.kernel, task.new_version, changes + ["correctness: import check here, "
-                                   "suite in VERIFY"], [rel_target], [], correctness, trials,
+        return C.NewVersionSummary(task.kernel, task.new_version, changes, [rel_target], [], correctness, trials,
                                    f"docs/kernels/{task.kernel}.md")

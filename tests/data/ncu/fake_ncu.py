@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A stand-in for `ncu` in CPU tests (never a measurement).
 
-FAKE_NCU_MODE: ok | perm | nokernel | timeout | crash | raised (default ok)
+FAKE_NCU_MODE: ok | perm | nokernel | timeout | crash | raised | badmetric | badcsv (default ok)
 FAKE_NCU_CSV:  the raw CSV printed by `--import X --csv --page raw`
 FAKE_NCU_LOG:  if set, each invocation's argv is appended to this file (one JSON list a line)
 """
@@ -48,6 +48,9 @@ if mode == "nokernel":
     print("KFORGE-DRIVER: ok: fake", file=sys.stderr)
     print("==WARNING== No kernels were profiled.")
     sys.exit(0)
+if mode == "badmetric":
+    print("==ERROR== Failed to find metric sm__nonexistent_counter.sum", file=sys.stderr)
+    sys.exit(1)
 if mode == "crash":
     print("==ERROR== LaunchFailed: an illegal memory access was encountered", file=sys.stderr)
     print("==ERROR== The application returned an error code (1).", file=sys.stderr)

@@ -1,0 +1,51 @@
+"""Correctness checks outside pytester: the shipped v0s on CPU and the contract checks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pytest_kforge.correctness import check_version, ref_dtype_for
+from pytest_kforge.registry import Registry
+
+from test_plugin_helpers import write_tiny
+
+KERNELS = Path(__file__).resolve().parents[1] / "kernels"
+
+
+def test_mla_v0_small_shapes_with_ragged_lengths() -> None:
+    v0 = Registry(KERNELS).kernel("mla").version("v0")
+    params = {"b": 3, "s": 4, "t": 150, "h": 16}
+    rep = check_version(v0, params, seed=11, device="cpu", input_kwargs={"seqlens": [150, 37, 65]})
+    assert rep.ok, rep.message
+    assert rep.ref_dtype == "torch.float64" and rep.seeds == (11, 12)
+
+
+def test_softmax_v0() -> None:
+    v0 = Registry(KERNELS).kernel("softmax").version("v0")
+    rep = check_version(v0, {"rows": 7, "cols": 333}, seed=3, device="cpu")
+    assert rep.ok, rep.message
+
+
+@pytest.mark.parametrize(("version", "needle"), [
+    ("v1_nowrite", "elements are NaN/Inf"),
+    ("v2_fresh", "not the output buffer passed in"),
+    ("v3_mutate", "modified its input 'x'"),
+    ("v4_cache", "outputs look cached across calls"),
+    ("v5_wrong", "max abs error 0.01"),
+])
+def test_contract_violations(tmp_path: Path, version: str, needle: str) -> None:
+    write_tiny(tmp_path, (version,))
+    kernel = Registry(tmp_path / "kernels").kernel("tiny")
+    assert check_version(kernel.version("v0"), {"n": 100}, seed=1, device="cpu").ok
+    rep = check_version(kernel.version(version), {"n": 100}, seed=1, device="cpu")
+    assert not rep.ok and needle in rep.message
+
+
+def test_reference_dtype_by_size() -> None:
+    import torch
+
+    v0 = Registry(KERNELS).kernel("mla").version("v0")
+    assert ref_dtype_for(v0, {"b": 1, "s": 1, "t": 64, "h": 16}) is torch.float64
+    assert ref_dtype_for(v0, {"b": 32, "s": 1, "t": 4096, "h": 128}) is torch.float32

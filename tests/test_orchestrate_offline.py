@@ -1,0 +1,153 @@
+"""Offline agents: the rule-based profiler and the CONFIG-changing designer, and a full offline run
+with a real knowledge base (LEARN) on a toy kernel."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_kforge import contracts as C
+from pytest_kforge.knowledge import KnowledgeBase
+from pytest_kforge.orchestrate.agents.base import AgentContext, DesignImpossible
+from pytest_kforge.orchestrate.agents.offline import OfflineDesigner, OfflineProfiler, propose_config
+from pytest_kforge.orchestrate.fakes import FakeSuiteRunner, make_toy_project
+from pytest_kforge.orchestrate.loop import Options, Orchestrator
+from pytest_kforge.registry import Registry
+
+DECODE = {"b": 32, "s": 1, "t": 4096, "h": 128}
+
+
+@pytest.fixture(autouse=True)
+def _isolate_kernel_modules():
+    saved = {k: v for k, v in sys.modules.items() if k == "kforge_kernels" or k.startswith("kforge_kernels.")}
+    yield
+    for k in [k for k in sys.modules if k == "kforge_kernels" or k.startswith("kforge_kernels.")]:
+        del sys.modules[k]
+    sys.modules.update(saved)
+
+
+def task(current: str, new: str, *names: str) -> C.OptimizationTask:
+    return C.OptimizationTask("toy", current, new, "Memory-bound",
+                              [C.PlannedOptimization(n, "catalog match") for n in names],
+                              C.Constraints("<= 128 regs", ">= 24%", "tile-level", "CONFIG-only"))
+
+
+def test_propose_config_rules() -> None:
+    parent = {"BLOCK_N": 64, "NUM_SPLITS": 4}
+    new, changes = propose_config(parent, [{"name": "split-kv"}], [])
+    assert new == {"BLOCK_N": 64, "NUM_SPLITS": 8} and changes == ["NUM_SPLITS: 4 -> 8 (split-kv)"]
+    # already tried (a sibling or an ancestor has it): the next hand-picked value
+    assert propose_config(parent, [{"name": "split-kv"}], [{"BLOCK_N": 64, "NUM_SPLITS": 8}])[0]["NUM_SPLITS"] == 16
+    # None means "automatic": the hand-picked list in its order
+    assert propose_config({"NUM_SPLITS": None}, [{"name": "split-kv"}], [])[0] == {"NUM_SPLITS": 2}
+    # an explicit suggestion from the entry wins
+    assert propose_config(parent, [{"name": "x", "config": {"BLOCK_N": 128}}], [])[0] == {"BLOCK_N": 128,
+                                                                                          "NUM_SPLITS": 4}
+    # CuTe-level optimisations are not CONFIG changes: skipped, manual tiles instead
+    new, changes = propose_config(parent, [{"name": "warp specialization"}], [])
+    assert "manual promising tile" in changes[0]
+    assert propose_config({}, [{"name": "split-kv"}], []) is None
+
+
+def test_offline_designer_writes_an_importable_version(tmp_path: Path) -> None:
+    root = make_toy_project(tmp_path)
+    ctx = AgentContext(root=root, kernels_dir=root / "kernels", kernel="toy",
+                       matches=[{"name": "split-kv", "title": "Split-KV", "config": {}, "languages": []}])
+    summary = OfflineDesigner().design(task("v1", "v2", "split-kv"), context=ctx)
+    assert isinstance(summary, C.NewVersionSummary) and summary.correctness == "PASS"
+    assert summary.files_created == ["kernels/toy/v2.py"]
+    v2 = Registry(root / "kernels").kernel("toy").version("v2")
+    assert (v2.language, v2.parent) == ("cutile-dsl", "v1")
+    assert v2.config == {"BLOCK_N": 64, "NUM_SPLITS": 8}
+    seen: list = []
+    v2.module.run("x", y=seen)  # the parent's run receives the child's CONFIG
+    assert seen == [{"BLOCK_N": 64, "NUM_SPLITS": 8}]
+    # a second design from v1 never repeats v2's config
+    s3 = OfflineDesigner().design(task("v1", "v3", "split-kv"), context=ctx)
+    assert Registry(root / "kernels").kernel("toy").version("v3").config["NUM_SPLITS"] == 16
+    assert s3.changes == ["NUM_SPLITS: 4 -> 16 (split-kv)"]
+
+
+def test_offline_designer_without_knobs_says_why(tmp_path: Path) -> None:
+    root = make_toy_project(tmp_path)
+    ctx = AgentContext(root=root, kernels_dir=root / "kernels", kernel="toy")
+    with pytest.raises(DesignImpossible, match="no untried CONFIG change for toy v0"):
+        OfflineDesigner().design(task("v0", "v2", "split-kv"), context=ctx)
+    assert not (root / "kernels" / "toy" / "v2.py").exists()
+
+
+def test_offline_profiler_sources(tmp_path: Path) -> None:
+    root = make_toy_project(tmp_path)
+    results = FakeSuiteRunner({"v1": {"decode": 92.4, "spec": 900.0}}).run_suite(
+        "toy", ["v1"], out_json=tmp_path / "r.json", timeout_s=1).results
+    results["results"][0].update(gbps=3010.0, tflops=40.0)
+    ctx = AgentContext(root=root, kernels_dir=root / "kernels", kernel="toy", results=results, can_profile=True,
+                       runner=FakeSuiteRunner({}))
+    c = OfflineProfiler().profile("toy", "v1", "decode", DECODE, context=ctx)
+    assert c.bottleneck == "Memory" and c.stages[0].duration_us == 92.4 and c.stages[0].dram_pct == 70.0
+    assert "not from ncu counters" in c.root_cause and any("derived" in n for n in ctx.notes)
+    assert any("profiling v1 decode failed" in n for n in ctx.notes)  # it tried the profiler first
+    # an existing report (the JSON twin) is used as it is
+    report = root / "reports" / "toy" / "v1" / "decode.json"
+    report.parent.mkdir(parents=True)
+    c.stages[0].occ_pct = 11.0
+    report.write_text(json.dumps(c.to_dict()))
+    again = OfflineProfiler().profile("toy", "v1", "decode", DECODE,
+                                      context=AgentContext(root=root, kernels_dir=root / "kernels", kernel="toy"))
+    assert again.stages[0].occ_pct == 11.0
+    with pytest.raises(DesignImpossible, match="no profile report and no measured results"):
+        OfflineProfiler().profile("toy", "v9", "decode", DECODE, context=AgentContext(
+            root=root, kernels_dir=root / "kernels", kernel="toy", results=results))
+
+
+def _report(root: Path, version: str, trial: str, us: float, occ: float) -> None:
+    c = C.ProfileContract("toy", version, DECODE, [C.StageRow("main", us, 20.0, 60.0, occ, "Latency", "few CTAs")],
+                          "Latency", "Too few CTAs in flight. DRAM is at 60%.", [])
+    p = root / "reports" / "toy" / version / f"{trial}.json"
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(json.dumps(c.to_dict()))
+
+
+def _kb_with_split_kv(root: Path) -> KnowledgeBase:
+    kb = KnowledgeBase(root / "docs" / "knowledge")
+    kb.add_entry("split-kv", kind="optimization", scope="shared", title="Split the KV sequence across CTAs",
+                 contexts=["any decode attention kernel with few sequences per SM"],
+                 triggers=["achieved_occupancy_pct < 40"], est_gain=25.0, mechanism="More CTAs in flight.",
+                 affected_metrics=["achieved_occupancy_pct"], implementation="NUM_SPLITS = 8",
+                 generalization="Parallelism beyond b*h.", pitfalls=["combine pass cost"],
+                 interactions=["tile size"], applies_to=["any"], languages=["cutile-dsl", "cute-dsl"],
+                 evidence=[("external", "1", "2", "-50%")], source="external")
+    return kb
+
+
+@pytest.mark.parametrize("v2_times, kept", [({"decode": 80.0, "spec": 850.0}, True),
+                                             ({"decode": 150.0, "spec": 1500.0}, False)])
+def test_offline_run_learns(tmp_path: Path, v2_times: dict, kept: bool) -> None:
+    root = make_toy_project(tmp_path)
+    kb = _kb_with_split_kv(root)
+    for trial in ("decode", "spec"):
+        _report(root, "v1", trial, 100.0, 24.0)
+        _report(root, "v2", trial, 80.0, 30.0)
+    runner = FakeSuiteRunner({"v1": {"decode": 100.0, "spec": 900.0}, "v2": v2_times})
+    lines: list[str] = []
+    orch = Orchestrator(Options(kernel="toy", root=root, iterations=1), profiler=OfflineProfiler(),
+                        designer=OfflineDesigner(), runner=runner, knowledge=kb, has_gpu=True, out=lines.append)
+    st = orch.run()
+    assert st.steps["1:STRATEGIZE"].outputs["planned"][0]["entry"] == "split-kv"
+    assert st.steps["1:DESIGN"].outputs["summary"]["changes"] == ["NUM_SPLITS: 4 -> 8 (split-kv)"]
+    assert "## Optimization Task: toy v1 -> v2" in st.steps["1:DESIGN"].outputs["task_md"]
+    assert st.steps["1:EVALUATE"].outputs["decision"]["kept"] is kept
+    entry = kb.get("split-kv")
+    assert len(entry.evidence_rows("local")) == 2  # one row per trial, measured here
+    assert entry.kind == ("optimization" if kept else "anti-pattern")
+    assert kb.validate() == []
+    devlog = (root / "docs" / "kernels" / "toy.md").read_text()
+    if kept:  # LEARN redone (as after a kill in the middle of it) writes nothing twice
+        orch._usage, orch._cost = {}, 0.0
+        orch.step_learn(1, "1:LEARN")
+        assert (root / "docs" / "kernels" / "toy.md").read_text() == devlog
+        assert len(kb.get("split-kv").evidence_rows("local")) == 2
+    assert devlog.count("### v2 (cutile-dsl, from v1)") == 1 and "**Prediction:** expected Split the KV sequence across CTAs: 25% gain; measured decode" in devlog

@@ -1,0 +1,129 @@
+"""Peers (benchmarks/peers) and the side-by-side comparison (benchmarks/compare.py)."""
+
+from __future__ import annotations
+
+import inspect
+import json
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from benchmarks.compare import _PeerAsVersion, main  # noqa: E402
+from benchmarks.peers import PEERS, get_peer  # noqa: E402
+from pytest_kforge.correctness import check_version  # noqa: E402
+from pytest_kforge.registry import load_kernel  # noqa: E402
+from pytest_kforge.spec import poison_  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+MLA = load_kernel("mla", REPO / "kernels")
+
+
+@pytest.mark.parametrize("name", sorted(PEERS))
+def test_peer_follows_the_version_contract(name: str) -> None:
+    mod = get_peer(name).load()
+    sig = inspect.signature(mod.run)
+    assert list(sig.parameters)[:5] == list(MLA.spec.input_names)
+    kw_only = {n for n, p in sig.parameters.items() if p.kind is inspect.Parameter.KEYWORD_ONLY}
+    assert {"out", "lse", "config"} <= kw_only
+    reason = get_peer(name).available()
+    assert reason is None or (isinstance(reason, str) and reason and "\n" not in reason)
+
+
+def test_flashinfer_skips_with_a_reason_without_gpu() -> None:
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present: availability depends on flashinfer being installed")
+    for name in ("flashinfer_fa3", "flashinfer_fa2"):
+        reason = get_peer(name).available()
+        assert reason is not None and "CUDA" in reason
+
+
+def test_unknown_peer_names_the_known_ones() -> None:
+    with pytest.raises(KeyError, match="torch_bmm"):
+        get_peer("flashmla")
+
+
+@pytest.mark.parametrize(("name", "s"), [("torch_bmm", 1), ("torch_bmm", 5), ("torch_bmm_contig", 5)])
+def test_torch_bmm_matches_the_reference_on_cpu(name: str, s: int) -> None:
+    """The harness's own check: poisoned outputs, unmodified inputs, fresh inputs reusing outputs."""
+    params = {"b": 3, "s": s, "t": 150, "h": 16}
+    shim = _PeerAsVersion(get_peer(name), MLA.spec)
+    report = check_version(shim, params, seed=7, device="cpu",  # type: ignore[arg-type]
+                           input_kwargs={"seqlens": [150, s + 2, 67]})
+    assert report.ok, report.message
+
+
+def test_torch_bmm_contig_never_serves_a_stale_gather() -> None:
+    params = {"b": 2, "s": 2, "t": 100, "h": 16}
+    peer = get_peer("torch_bmm_contig")
+    inputs = MLA.spec.make_inputs(params, seed=3)
+    outs = MLA.spec.alloc_outputs(params)
+    peer.prepare(**inputs)
+    peer.run(**inputs, **outs)
+    inputs["kv_cache"].mul_(-1.0)  # same tensor object, modified in place
+    poison_(outs)
+    peer.run(**inputs, **outs)
+    ref = MLA.spec.reference(inputs, dtype=torch.float64)
+    assert all(r.ok for r in MLA.spec.compare(outs, ref))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["flashinfer_fa3", "flashinfer_fa2", "torch_bmm"])
+@pytest.mark.parametrize("s", [1, 16])
+def test_peer_matches_the_reference_on_gpu(name: str, s: int) -> None:
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU (torch.cuda.is_available() is False)")
+    reason = get_peer(name).available()
+    if reason:
+        pytest.skip(reason)
+    params = {"b": 4, "s": s, "t": 1000, "h": 128}
+    shim = _PeerAsVersion(get_peer(name), MLA.spec)
+    report = check_version(shim, params, seed=11, device="cuda",  # type: ignore[arg-type]
+                           input_kwargs={"seqlens": [1000, 333, s + 1, 777]})
+    assert report.ok, report.message
+
+
+def test_compare_on_cpu_writes_table_json_and_devlog(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    devlog = tmp_path / "mla.md"
+    devlog.write_text("# MLA\n\nkept text\n")
+    rc = main(["--kernel", "mla", "--versions", "v0", "--peers", "torch_bmm,flashinfer_fa3", "--trial", "decode,spec",
+               "--params", "b=2,t=130,h=16", "--device", "cpu", "--rounds", "3", "--warmup", "1",
+               "--check-repeats", "1", "--kernels-dir", str(REPO / "kernels"), "--out", str(tmp_path / "t.md"),
+               "--json", str(tmp_path / "t.json"), "--devlog", str(devlog)])
+    assert rc == 0
+    table = (tmp_path / "t.md").read_text()
+    assert table in capsys.readouterr().out
+    lines = {ln.split("|")[1].strip(): ln for ln in table.splitlines() if ln.startswith("| ") and "---" not in ln}
+    assert set(lines) == {"name", "v0", "torch_bmm", "flashinfer_fa3"}
+    assert lines["torch_bmm"].rstrip().endswith("| yes |") and lines["v0"].rstrip().endswith("| yes |")
+    if not torch.cuda.is_available():
+        assert "skipped:" in lines["flashinfer_fa3"]
+    data = json.loads((tmp_path / "t.json").read_text())
+    bmm = next(r for r in data["rows"] if r["name"] == "torch_bmm")
+    assert set(bmm["cells"]) == {"decode", "spec"}
+    for cell in bmm["cells"].values():
+        assert cell["correct"] is True and cell["median_us"] > 0 and cell["rounds"] == 3
+        assert cell["tflops"] == pytest.approx(data["meta"]["trials"][cell["trial"]]["flops"]
+                                               / cell["median_us"] / 1e6)
+    text = devlog.read_text()
+    assert "kept text" in text and "<!-- kforge:peers:start -->" in text and "| torch_bmm | peer |" in text
+
+
+def test_compare_reports_a_wrong_candidate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from benchmarks import peers
+
+    mod = peers.get_peer("torch_bmm").load()
+    real = mod.run
+
+    def wrong(*args, out, lse, config=None, **kw):  # type: ignore[no-untyped-def]
+        real(*args, out=out, lse=lse, config=config, **kw)
+        out.mul_(1.5)
+        return out, lse
+
+    monkeypatch.setattr(mod, "run", wrong)
+    rc = main(["--peers", "torch_bmm", "--trial", "decode", "--params", "b=2,t=70,h=16", "--device", "cpu",
+               "--rounds", "2", "--warmup", "0", "--check-repeats", "1", "--kernels-dir", str(REPO / "kernels"),
+               "--out", str(tmp_path / "t.md")])
+    assert rc == 1
+    assert "| NO (decode: " in (tmp_path / "t.md").read_text()
