@@ -234,7 +234,7 @@ def render_markdown(rows: Sequence[Row], meta: Mapping[str, Any], command: str) 
             " / ".join(_fmt(c.pct_floor) for c in cells),
             r.correct.replace("|", "\\|").replace("\n", " "),
         ]) + " |")
-    when = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    when = meta.get("measured") or _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     info = [f"Measured {when} on {meta.get('gpu') or meta['device']}, timer: {meta.get('timer') or '-'}, "
             f"median of {meta['rounds']} rounds after {meta['warmup']} warm-up, seed {meta['seed']}."]
     for t, tm in meta["trials"].items():
@@ -265,7 +265,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--json", default=None, help="write the rows as JSON here")
     ap.add_argument("--devlog", nargs="?", const="", default=None,
                     help="rewrite the `peers` block of docs/kernels/<kernel>.md (or the given path)")
+    ap.add_argument("--from-json", default=None, metavar="PATH",
+                    help="run nothing: re-render a --json file written earlier (e.g. on the GPU machine)")
     args = ap.parse_args(argv)
+    if args.from_json:
+        return _from_json(args)
 
     from benchmarks.peers import PEERS
     from pytest_kforge.fsutil import atomic_write_text, replace_marked_block
@@ -294,6 +298,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         meta["gpu"] = gpu_name()
     command = "python -m benchmarks.compare " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
+    meta["command"] = command
+    meta["measured"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     text = render_markdown(rows, meta, command)
     print(text)
     if args.out:
@@ -306,6 +312,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         path = args.devlog or f"docs/kernels/{args.kernel}.md"
         replace_marked_block(path, "peers", text, heading="## Peers")
     return 1 if any(c.correct is False for r in rows for c in r.cells.values()) else 0
+
+
+def _from_json(args: argparse.Namespace) -> int:
+    from pytest_kforge.fsutil import atomic_write_text, replace_marked_block
+
+    data = json.loads(Path(args.from_json).read_text(encoding="utf-8"))
+    rows = []
+    for raw in data["rows"]:
+        cells = {k: Cell(**v) for k, v in raw.pop("cells").items()}
+        raw.pop("correct_text", None)
+        rows.append(Row(**raw, cells=cells))
+    text = render_markdown(rows, data["meta"], data["meta"].get("command") or "(see the JSON)")
+    print(text)
+    if args.out:
+        atomic_write_text(args.out, text)
+    if args.devlog is not None:
+        replace_marked_block(args.devlog or f"docs/kernels/{data['meta']['kernel']}.md", "peers", text,
+                             heading="## Peers")
+    return 0
 
 
 if __name__ == "__main__":

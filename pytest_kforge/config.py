@@ -23,6 +23,8 @@ file, the key, what is wrong and what is allowed.
 from __future__ import annotations
 
 import dataclasses
+import math
+import re
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -37,6 +39,7 @@ else:  # pragma: no cover
 
 __all__ = ["KforgeConfig", "load_config", "find_config_file"]
 
+_NAME = r"[a-z][a-z0-9_]*"
 _KNOWN = {
     "kernels_dir": str,
     "default_kernel": str,
@@ -72,14 +75,20 @@ def find_config_file(start: Path) -> tuple[Path, dict[str, Any]] | None:
         kt = d / "kforge.toml"
         if kt.is_file():
             data = _read(kt)
-            return kt, dict(data.get("kforge", data))
+            return kt, _table(kt, data.get("kforge", data), "[kforge]")
         pp = d / "pyproject.toml"
         if pp.is_file():
             data = _read(pp)
             tool = data.get("tool", {})
             if isinstance(tool, dict) and "kforge" in tool:
-                return pp, dict(tool["kforge"])
+                return pp, _table(pp, tool["kforge"], "[tool.kforge]")
     return None
+
+
+def _table(path: Path, value: Any, name: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ConfigError(f"{path}: {name} must be a table of settings, got {type(value).__name__}")
+    return dict(value)
 
 
 def load_config(rootdir: str | Path) -> KforgeConfig:
@@ -101,11 +110,14 @@ def load_config(rootdir: str | Path) -> KforgeConfig:
             raise ConfigError(f"{where}: {key} must be a {want.__name__}, got {type(value).__name__} {value!r}")
         kwargs[key] = value
     for key in ("peak_bandwidth_tbs", "peak_tflops", "rounds", "fuzz_examples"):
-        if key in kwargs and kwargs[key] <= 0:
+        if key in kwargs and not (0 < kwargs[key] < math.inf):
             raise ConfigError(f"{where}: {key} must be positive, got {kwargs[key]!r}")
     if kwargs.get("warmup", 0) < 0:
         raise ConfigError(f"{where}: warmup must be 0 or more, got {kwargs['warmup']!r}")
-    kwargs["kernels_dir"] = (path.parent / kwargs.get("kernels_dir", "kernels")).resolve()
+    try:
+        kwargs["kernels_dir"] = (path.parent / kwargs.get("kernels_dir", "kernels")).resolve()
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{where}: kernels_dir {kwargs.get('kernels_dir')!r} is not a usable path ({exc})") from None
     if "trials" in kwargs:
         names = kwargs["trials"]
         if not names or not all(isinstance(n, str) and n for n in names):
@@ -123,13 +135,14 @@ def _check_matrix(where: str, matrix: Mapping[str, Any]) -> dict[str, dict[str, 
             raise ConfigError(f"{where}: trial_matrix.{kernel} must be a table of trial name -> parameters")
         out[kernel] = {}
         for name, params in trials.items():
-            ok = isinstance(params, dict) and params and all(
-                isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in params.values()
+            ok = isinstance(params, dict) and params and re.fullmatch(_NAME, name) and all(
+                isinstance(v, int) and not isinstance(v, bool) and v > 0 and re.fullmatch(_NAME, k)
+                for k, v in params.items()
             )
             if not ok:
                 raise ConfigError(
-                    f"{where}: trial_matrix.{kernel}.{name} must map parameter names to positive integers, "
-                    f"e.g. {{b = 32, s = 1}}, got {params!r}"
+                    f"{where}: trial_matrix.{kernel}.{name} must map lower-case parameter names to positive "
+                    f"integers, e.g. decode = {{b = 32, s = 1}}, got {params!r}"
                 )
             out[kernel][name] = dict(params)
     return out

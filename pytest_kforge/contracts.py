@@ -185,6 +185,17 @@ def _root_cause(line: str) -> str | None:
     return s[2:].strip() if bold and s.startswith("**") else s
 
 
+def _row_cells(text: str, what: str, field: str) -> list[str]:
+    rows = _table(["| header |", "|---|", text]) if text.strip().startswith("|") else []
+    if len(rows) != 1:
+        raise ContractError(f"{text.strip()!r} is not one markdown table row (`| a | b |`) of {what}", field)
+    return rows[0]
+
+
+def _unnumber(text: str) -> str:
+    return re.sub(r"^\s*\d+[.)]\s+", "", text.strip())
+
+
 def _parse_params(text: str, field: str) -> dict[str, int]:
     params: dict[str, int] = {}
     for part in filter(None, (p.strip() for p in text.strip().strip("[]()").split(","))):
@@ -257,6 +268,11 @@ class StageRow(_Contract):
         return "| " + " | ".join(_cell(c) for c in cells) + " |"
 
     @classmethod
+    def parse(cls, text: str) -> StageRow:
+        """One ``| Stage | Duration | ... |`` row."""
+        return cls.from_cells(_row_cells(text, "the Stages table", "stages"))
+
+    @classmethod
     def from_cells(cls, cells: list[str]) -> StageRow:
         if len(cells) != 7:
             raise ContractError(f"a Stages row (field `stages`) has {len(cells)} cells, expected 7 (Stage | Duration | TC% | "
@@ -293,6 +309,11 @@ class Opportunity(_Contract):
         return s + (f" -- entry: {self.entry}" if self.entry else "")
 
     @classmethod
+    def parse(cls, text: str) -> Opportunity:
+        """One opportunity line, numbered (``1. ...``) or not."""
+        return cls.parse_item(_unnumber(text))
+
+    @classmethod
     def parse_item(cls, text: str) -> Opportunity:
         m = cls._RE.match(text.strip())
         if not m:
@@ -325,6 +346,15 @@ class BaselineRow(_Contract):
 
     def render(self) -> str:
         return "| " + " | ".join(_cell(c) for c in (self.metric, self.previous, self.current, self.change)) + " |"
+
+    @classmethod
+    def parse(cls, text: str) -> BaselineRow:
+        """One ``| Metric | Previous | Current | Change |`` row."""
+        cells = _row_cells(text, "the vs Baseline table", "baseline")
+        if len(cells) != 4:
+            raise ContractError(f"a vs Baseline row (field `baseline`) has {len(cells)} cells, expected 4 (Metric | "
+                                f"Previous | Current | Change)", "baseline")
+        return cls(*cells)
 
 
 @dataclasses.dataclass
@@ -425,8 +455,12 @@ class PlannedOptimization(_Contract):
         return f"{self.name} -- {self.rationale} -- knowledge: {self.knowledge_link or 'none'}"
 
     @classmethod
+    def parse(cls, text: str) -> PlannedOptimization:
+        return cls.parse_item(_unnumber(text))
+
+    @classmethod
     def parse_item(cls, text: str) -> PlannedOptimization:
-        m = re.match(r"^(.+?) -- (.+?)(?: -- knowledge:\s*(.*))?$", text.strip())
+        m = re.match(r"^(.+?) -- (.+?)(?: -- (?:knowledge:\s*)?(.*))?$", text.strip())
         if not m:
             raise ContractError(f"optimisation {text.strip()!r} is not `name -- rationale -- knowledge: <path>`; "
                                 f"rewrite it in that shape", "optimizations")
@@ -452,6 +486,11 @@ class Constraints(_Contract):
 
     def render(self) -> str:
         return "\n".join(f"- {label}: {getattr(self, f)}" for f, label in self.LABELS.items())
+
+    @classmethod
+    def parse(cls, text: str) -> Constraints:
+        """The four ``- Label: value`` lines."""
+        return cls.parse_lines(text.splitlines())
 
     @classmethod
     def parse_lines(cls, lines: list[str]) -> Constraints:
@@ -531,6 +570,10 @@ class TrialCheck(_Contract):
 
     def render(self) -> str:
         return f"b={self.b}, s={self.s}, t={self.t} -- {self.why}"
+
+    @classmethod
+    def parse(cls, text: str) -> TrialCheck:
+        return cls.parse_item(_unnumber(text))
 
     @classmethod
     def parse_item(cls, text: str) -> TrialCheck:

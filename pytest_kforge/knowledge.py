@@ -531,7 +531,8 @@ class KnowledgeBase:
     def match(self, metrics: Mapping[str, float], *, kernel_tags: Iterable[str] = (), language: str | None = None,
               kinds: Iterable[str] = KINDS) -> list[Match]:
         """Entries whose context fits and one of whose triggers holds, highest estimated gain first."""
-        tags, kinds = set(kernel_tags), set(kinds)
+        tags = {kernel_tags} if isinstance(kernel_tags, str) else set(kernel_tags)
+        kinds = {kinds} if isinstance(kinds, str) else set(kinds)
         found = []
         for e in self.entries():
             if e.kind not in kinds or (language and language not in e.languages):
@@ -610,28 +611,36 @@ class KnowledgeBase:
             text = _set_block(text, key, "\n".join([_CAT_HEAD, *rows]))
         return text
 
-    def _commit(self, entry_text: str, rel: str, *, old_rel: str | None = None, name: str) -> Entry:
-        """Write one entry (moving it from ``old_rel``) and its catalog row, under the knowledge-base lock."""
+    def _lock(self) -> Any:
+        return file_lock(self.root / ".kforge-kb")
+
+    def _write(self, entry_text: str, rel: str, *, old_rel: str | None = None, name: str) -> Entry:
+        """Write one entry (moving it from ``old_rel``) and its catalog row; the caller holds the lock."""
         path = self.root / rel
-        with file_lock(self.root / ".kforge-kb"):
-            atomic_write_text(path, entry_text)
-            if old_rel and old_rel != rel:
-                (self.root / old_rel).unlink(missing_ok=True)
-            entry = Entry.load(path, self.root)
-            cat = self.catalog.read_text(encoding="utf-8") if self.catalog.exists() else _CAT_SKELETON
-            atomic_write_text(self.catalog, self._catalog_with(cat, entry, name))
+        atomic_write_text(path, entry_text)
+        if old_rel and old_rel != rel:
+            (self.root / old_rel).unlink(missing_ok=True)
+        entry = Entry.load(path, self.root)
+        cat = self.catalog.read_text(encoding="utf-8") if self.catalog.exists() else _CAT_SKELETON
+        atomic_write_text(self.catalog, self._catalog_with(cat, entry, name))
         return entry
+
+    def _mutate(self, name: str, change: Any) -> Entry:
+        """Read-modify-write of one entry under the lock: ``change(entry) -> (new text, new rel path)``."""
+        with self._lock():
+            e = self.get(name)
+            text, rel = change(e)
+            return self._write(text, rel, old_rel=e.rel, name=name)
 
     def sync_catalog(self) -> None:
         """Regenerate every catalog row from the entries (rows without an entry are dropped)."""
-        with file_lock(self.root / ".kforge-kb"):
+        with self._lock():
             cat = self.catalog.read_text(encoding="utf-8") if self.catalog.exists() else _CAT_SKELETON
-            for kind, key in _CAT_KEY.items():
+            for key in _CAT_KEY.values():
                 cat = _set_block(cat, key, _CAT_HEAD) if _get_block(cat, key) is not None else cat
+            cat = self._catalog_with(cat, None, "")  # creates missing tables
             for e in self.entries():
                 cat = self._catalog_with(cat, e, e.name)
-            for kind in _CAT_KEY:
-                cat = self._catalog_with(cat, None, "")
             atomic_write_text(self.catalog, cat)
 
     def add_entry(self, name: str, *, kind: str, scope: str, title: str, contexts: Sequence[str],
@@ -641,9 +650,6 @@ class KnowledgeBase:
                   evidence: Sequence[EvidenceRow | Mapping[str, Any] | Sequence[Any]] = (), source: str = "local",
                   citation: str = "") -> Entry:
         """Create a new entry (LEARN: a new optimisation or anti-pattern) and its catalog row."""
-        if any(e.name == name for e in self.entries()):
-            raise KnowledgeError(f"an entry named {name!r} exists; use add_evidence, narrow_conditions or "
-                                 f"to_anti_pattern to change it")
         src = self._source(source)
         for t in triggers:
             parse_trigger(t)
@@ -673,8 +679,6 @@ class KnowledgeBase:
             raise KnowledgeError("the entry text has no front matter with name, kind and scope; start it with the "
                                  "template's '---' block")
         name = str(meta["name"])
-        if any(e.name == name for e in self.entries()):
-            raise KnowledgeError(f"an entry named {name!r} exists; update it with add_evidence or narrow_conditions")
         if meta["kind"] not in KINDS or meta["scope"] not in SCOPES or not _NAME_RE.match(name):
             raise KnowledgeError(f"front matter name {name!r}, kind {meta['kind']!r}, scope {meta['scope']!r}: "
                                  f"name must be lower-case-hyphenated, kind one of {KINDS}, scope one of {SCOPES}")
@@ -684,7 +688,11 @@ class KnowledgeBase:
         problems = Entry.load_text(text, self.root / rel, self.root).problems()
         if problems:
             raise KnowledgeError(f"entry {name!r} would be malformed: {problems[0]}; fix that and retry")
-        return self._commit(text, rel, old_rel=old_rel, name=name)
+        with self._lock():
+            if any(e.name == name for e in self.entries()):
+                raise KnowledgeError(f"an entry named {name!r} exists; use add_evidence, narrow_conditions or "
+                                     f"to_anti_pattern to change it")
+            return self._write(text, rel, old_rel=old_rel, name=name)
 
     @staticmethod
     def _source(source: str) -> str:
@@ -698,59 +706,64 @@ class KnowledgeBase:
     def add_evidence(self, name: str, row: EvidenceRow | Mapping[str, Any] | Sequence[Any], source: str = "local",
                      *, citation: str = "") -> Entry:
         """Append a Config|Before|After|Change row to the entry's local or external evidence table."""
-        e, src, r = self.get(name), self._source(source), EvidenceRow.coerce(row)
-        text = e.text
+        src, r = self._source(source), EvidenceRow.coerce(row)
         key = f"{src}-evidence"
-        block = _get_block(text, key)
-        if block is None:
-            raise KnowledgeError(f"{e.rel} has no kforge:{key} block; add `### {src.title()} evidence` with it as "
-                                 f"in the template")
-        lines = block.rstrip("\n").splitlines()
-        first = next((i for i, ln in enumerate(lines) if ln.strip().startswith("|")), len(lines))
-        end = next((i for i in range(first, len(lines)) if not lines[i].strip().startswith("|")), len(lines))
-        post = [ln for ln in lines[end:] if ln.strip() and ln.strip() != _NO_ROWS]
-        if citation:
-            post.append(f"- {r.config}: {' '.join(citation.split())}")
-        lines = lines[:end] + [r.render()] + ([""] + post if post else [])
-        text = _set_block(text, key, "\n".join(lines))
-        if src == "local" and e.evidence != "local":
-            text = self._with_meta(text, evidence="local")
-        return self._commit(text, e.rel, name=name)
+
+        def change(e: Entry) -> tuple[str, str]:
+            block = _get_block(e.text, key)
+            if block is None:
+                raise KnowledgeError(f"{e.rel} has no kforge:{key} block; add `### {src.title()} evidence` with it "
+                                     f"as in the template")
+            lines = block.rstrip("\n").splitlines()
+            first = next((i for i, ln in enumerate(lines) if ln.strip().startswith("|")), len(lines))
+            end = next((i for i in range(first, len(lines)) if not lines[i].strip().startswith("|")), len(lines))
+            post = [ln for ln in lines[end:] if ln.strip() and ln.strip() != _NO_ROWS]
+            if citation:
+                post.append(f"- {r.config}: {' '.join(citation.split())}")
+            text = _set_block(e.text, key, "\n".join(lines[:end] + [r.render()] + ([""] + post if post else [])))
+            if src == "local" and e.evidence != "local":
+                text = self._with_meta(text, evidence="local")
+            return text, e.rel
+        return self._mutate(name, change)
 
     def narrow_conditions(self, name: str, triggers: Sequence[str], *, reason: str = "") -> Entry:
         """Replace the entry's triggers (front matter and When to Apply), noting why under Pitfalls."""
-        e = self.get(name)
         if isinstance(triggers, str) or not triggers:
             raise KnowledgeError("narrow_conditions needs a non-empty list of trigger strings, e.g. ['dram_pct > 80']")
         for t in triggers:
             parse_trigger(t)
-        text = self._with_meta(e.text, triggers=list(triggers))
-        text = _set_block(text, "triggers", _triggers_body(triggers), after="When to Apply")
-        note = f"Conditions narrowed from {'; '.join(e.triggers)} to {'; '.join(triggers)}"
-        text = self._learned(text, note + (f": {reason}" if reason else ""))
-        return self._commit(text, e.rel, name=name)
+
+        def change(e: Entry) -> tuple[str, str]:
+            text = self._with_meta(e.text, triggers=list(triggers))
+            text = _set_block(text, "triggers", _triggers_body(triggers), after="When to Apply")
+            note = f"Conditions narrowed from {'; '.join(e.triggers)} to {'; '.join(triggers)}"
+            return self._learned(text, note + (f": {reason}" if reason else "")), e.rel
+        return self._mutate(name, change)
 
     def to_anti_pattern(self, name: str, reason: str, *, triggers: Sequence[str] | None = None) -> Entry:
         """Turn an optimisation that proved harmful into an anti-pattern (moves the file, moves its row)."""
-        e = self.get(name)
-        if e.kind == "anti-pattern":
-            raise KnowledgeError(f"{name!r} is already an anti-pattern ({e.rel}); use narrow_conditions instead")
         if not reason.strip():
             raise KnowledgeError("to_anti_pattern needs a reason: what regressed, measured how")
-        text = self._with_meta(e.text, kind="anti-pattern", **({"triggers": list(triggers)} if triggers else {}))
-        if triggers:
-            text = _set_block(text, "triggers", _triggers_body(triggers), after="When to Apply")
-        day = _dt.date.today().isoformat()
-        status = f"> **Anti-pattern since {day}** (was an optimisation): {' '.join(reason.split())}"
-        if _get_block(text, "status") is None:
-            text = re.sub(r"^(# .+)$", lambda m: m.group(1) + "\n\n" + "\n".join(_markers("status")), text,
-                          count=1, flags=re.M)
-        text = _set_block(text, "status", status)
-        text = self._learned(text, f"Turned into an anti-pattern: {reason}")
-        rel = _rel_path(name, "anti-pattern", e.scope)
-        if (self.root / rel).exists():
-            raise KnowledgeError(f"{rel} already exists; remove or rename it before demoting {name!r}")
-        return self._commit(text, rel, old_rel=e.rel, name=name)
+        for t in triggers or ():
+            parse_trigger(t)
+
+        def change(e: Entry) -> tuple[str, str]:
+            if e.kind == "anti-pattern":
+                raise KnowledgeError(f"{name!r} is already an anti-pattern ({e.rel}); use narrow_conditions instead")
+            rel = _rel_path(name, "anti-pattern", e.scope)
+            if (self.root / rel).exists():
+                raise KnowledgeError(f"{rel} already exists; remove or rename it before demoting {name!r}")
+            text = self._with_meta(e.text, kind="anti-pattern", **({"triggers": list(triggers)} if triggers else {}))
+            if triggers:
+                text = _set_block(text, "triggers", _triggers_body(triggers), after="When to Apply")
+            status = (f"> **Anti-pattern since {_dt.date.today().isoformat()}** (was an optimisation): "
+                      f"{' '.join(reason.split())}")
+            if _get_block(text, "status") is None:
+                text = re.sub(r"^(# .+)$", lambda m: m.group(1) + "\n\n" + "\n".join(_markers("status")), text,
+                              count=1, flags=re.M)
+            text = _set_block(text, "status", status)
+            return self._learned(text, f"Turned into an anti-pattern: {reason}"), rel
+        return self._mutate(name, change)
 
     @staticmethod
     def _with_meta(text: str, **changes: Any) -> str:

@@ -149,6 +149,9 @@ class Registry:
     def kernel(self, name: str) -> Kernel:
         if name not in self.kernel_names():
             raise UnknownKernelError(name, self.kernel_names(), str(self.root))
+        # every time, not only on first load: another Registry (or a test harness restoring
+        # sys.modules) may have re-pointed or dropped the kforge_kernels package since
+        _ensure_package(self.root)
         return _load_kernel(self.root, name)
 
 

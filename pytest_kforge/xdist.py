@@ -159,8 +159,9 @@ def benchmark_entry(result: Mapping[str, Any], kernel: str | None = None, test: 
     """Names, params and samples under which one kforge result is stored in pytest-benchmark.
 
     ``fullname`` is the trial test's node id (``test``, or the result's ``"test"``), as in a
-    one-process run, so files saved by xdist runs and by one-process runs compare with each other.  Samples come from
-    ``samples_us``; a result without them is stored with its median as the only sample.
+    one-process run, so files saved by xdist runs and by one-process runs compare with each other.
+    Samples come from ``samples_us``; a result without them is stored with its median as the only
+    sample (and says so in ``extra_info``).
     """
     trial_id = str(result.get("id") or result.get("trial") or "")
     version = str(result.get("version") or "")
@@ -168,7 +169,8 @@ def benchmark_entry(result: Mapping[str, Any], kernel: str | None = None, test: 
     fullname = str(nodeid) if nodeid else f"kforge::{kernel or 'kernel'}::{version}[{trial_id}]"
     samples_us = result.get("samples_us")
     extra = {k: result.get(k) for k in ("version", "language", "parent", "trial", "id", "correct", "tflops",
-                                         "gbps", "pct_floor", "floor_us", "median_us", "spread_pct", "note")}
+                                         "gbps", "pct_floor", "floor_us", "median_us", "spread_pct", "note", "clock",
+                                         "error")}
     if not samples_us:
         samples_us = [result["median_us"]]
         extra["kforge_samples"] = "median only: the harness sent no samples_us"
@@ -352,7 +354,7 @@ class _Controller:
         options = {"timer": "kforge device timer (CUDA events)", "disable_gc": False, "warmup": False,
                    "min_rounds": 1, "max_time": 0, "min_time": 0}
         for res in results:
-            if res.get("median_us") is None or res.get("error"):
+            if res.get("median_us") is None:  # not timed (skipped, contract problem); as in one process
                 continue
             entry = benchmark_entry(res, self.meta.get("kernel"), self.test_of.get(id(res)))
             bs.benchmarks.append(_to_benchmark_metadata(entry, {**options, "min_rounds": len(entry["samples_s"])}))

@@ -48,11 +48,12 @@ def test_bad_cli_returns_usage_code(capsys: pytest.CaptureFixture[str], monkeypa
 
 def test_script_runs_the_suite_where_plain_pytest_runs_nothing(pytester: pytest.Pytester) -> None:
     write_tiny(pytester.path)
-    args = ["--kernel", "tiny", "--version", "v0", "--kforge-no-bench", "--kforge-examples", "2", "-p",
+    # -k correctness: the subprocess then never imports hypothesis (slow without a bytecode cache)
+    args = ["--kernel", "tiny", "--version", "v0", "--kforge-no-bench", "-k", "correctness", "-p",
             "no:cacheprovider"]
     ran = subprocess.run([sys.executable, "-m", "pytest_kforge.cli", *args], cwd=pytester.path,
                          capture_output=True, text=True, timeout=300, check=False)
     assert ran.returncode == 0, ran.stdout + ran.stderr
-    assert "3 passed" in ran.stdout and "kforge tiny v0 on cpu" in ran.stdout
+    assert "2 passed" in ran.stdout and "kforge tiny v0 on cpu" in ran.stdout
     plain = pytester.runpytest_inprocess(*args)
     assert plain.ret == 0 and "passed" not in plain.stdout.str()

@@ -39,7 +39,7 @@ def test_kforge_toml_wins(tmp_path: Path) -> None:
     ("[tool.kforge]\nrounds = 0\n", "rounds must be positive, got 0"),
     ("[tool.kforge]\nwarmup = -1\n", "warmup must be 0 or more, got -1"),
     ("[tool.kforge]\ntrials = []\n", "trials must be a non-empty list of trial names"),
-    ("[tool.kforge.trial_matrix.mla]\nx = {b = 0}\n", "trial_matrix.mla.x must map parameter names to positive"),
+    ("[tool.kforge.trial_matrix.mla]\nx = {b = 0}\n", "trial_matrix.mla.x must map lower-case parameter names to positive"),
     ("[tool.kforge\n", "is not valid TOML"),
 ])
 def test_errors_are_one_sentence(tmp_path: Path, body: str, message: str) -> None:

@@ -221,3 +221,21 @@ def test_profile_parse_tolerates_fences_ms_and_bold() -> None:
     assert p.stages[0].duration_us == 1210.0 and p.stages[0].tc_pct == 41.0
     assert p.root_cause == "The MMA waits. Nothing overlaps." and p.baseline == []
     assert p.opportunities == [Opportunity("softmax-mma-overlap", 15.0, "tensor_pct=41")]
+
+
+@_fast
+@given(st.one_of(stage, opportunity, baseline, planned, constraints, trial))
+def test_every_part_round_trips(part: object) -> None:
+    cls = type(part)
+    assert cls.parse(part.render()) == part  # type: ignore[attr-defined]
+    assert cls.from_dict(part.to_dict()) == part  # type: ignore[attr-defined]
+
+
+def test_part_parse_errors_name_the_field() -> None:
+    with pytest.raises(ContractError) as ei:
+        StageRow.parse("not a row")
+    assert ei.value.field == "stages"
+    with pytest.raises(ContractError) as ei:
+        TrialCheck.parse("1. b=32 -- why")
+    assert ei.value.field == "trials"
+    assert Opportunity.parse("2. a -- est. 5% gain -- trigger: sm_pct=1") == Opportunity("a", 5, "sm_pct=1")

@@ -49,3 +49,16 @@ def test_reference_dtype_by_size() -> None:
     v0 = Registry(KERNELS).kernel("mla").version("v0")
     assert ref_dtype_for(v0, {"b": 1, "s": 1, "t": 64, "h": 16}) is torch.float64
     assert ref_dtype_for(v0, {"b": 32, "s": 1, "t": 4096, "h": 128}) is torch.float32
+
+
+def test_changed_version_file_is_reimported(tmp_path: Path) -> None:
+    import os
+
+    write_tiny(tmp_path, ("v5_wrong",))
+    kernel = Registry(tmp_path / "kernels").kernel("tiny")
+    assert not check_version(kernel.version("v5_wrong"), {"n": 50}, seed=1, device="cpu").ok
+    path = tmp_path / "kernels" / "tiny" / "v5_wrong.py"
+    path.write_text(path.read_text().replace("x * 2 + 1.01", "x * 2 + 1"))
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))  # a later mtime, however coarse the clock
+    assert check_version(kernel.version("v5_wrong"), {"n": 50}, seed=1, device="cpu").ok

@@ -150,3 +150,42 @@ def test_profiler_contract_broken_twice_is_a_clear_error(tmp_path: Path) -> None
     with pytest.raises(AgentContractError, match="broke the profile contract twice"):
         AnthropicProfiler(client_for(rec)).profile("toy", "v1", "decode", {"b": 32, "s": 1, "t": 4096},
                                                    context=ctx(root))
+
+
+def test_loop_with_the_anthropic_backend_records_tokens_per_step(tmp_path: Path) -> None:
+    """One iteration of the loop through the real SDK: tokens and cost land in each step of state.json."""
+    import re
+
+    from pytest_kforge.orchestrate.fakes import FakeSuiteRunner
+    from pytest_kforge.orchestrate.loop import Options, Orchestrator
+
+    root = make_toy_project(tmp_path)
+    designer_turns = load("designer_toy_v2.json")
+    template = load("anthropic_profiler_toy_v1_decode.json")[-1]
+
+    def handler(request):
+        body = json.loads(request.content)
+        first = body["messages"][0]["content"]
+        m = re.match(r"Profile toy (v\d+) at b=32, s=(\d+), t=4096", first)
+        if m:  # answer the profiler directly with a contract for what was asked
+            reply = json.loads(json.dumps(template))
+            params = {"b": 32, "s": int(m[2]), "t": 4096, "h": 128}
+            reply["content"][0]["text"] = C.ProfileContract(
+                "toy", m[1], params, [C.StageRow("main", 100.0, 30.0, 70.0, 20.0, "Memory", "low occupancy")],
+                "Memory", "KV streaming. Few CTAs.", []).render()
+            return httpx2.Response(200, json=reply)
+        return httpx2.Response(200, json=designer_turns[0 if len(body["messages"]) == 1 else 1])
+
+    client = client_for(handler)
+    times = {"v1": {"decode": 100.0, "spec": 900.0}, "v2": {"decode": 80.0, "spec": 850.0}}
+    FakeSuiteRunner(times).run_suite("toy", ["v1"], out_json=root / "reports" / "toy" / "results.json", timeout_s=1)
+    st = Orchestrator(Options(kernel="toy", root=root, iterations=1, agents="anthropic"),
+                      profiler=AnthropicProfiler(client), designer=AnthropicDesigner(client),
+                      runner=FakeSuiteRunner(times), has_gpu=True, out=lambda _l: None).run()
+    assert st.status == "done" and st.steps["1:EVALUATE"].outputs["decision"]["kept"] is True
+    saved = json.loads((st.dir / "state.json").read_text())["steps"]
+    assert saved["1:PROFILE"]["tokens"]["output_tokens"] == 2 * 588  # two trials, one reply each
+    assert saved["1:DESIGN"]["tokens"] == {"input_tokens": 1843 + 412, "output_tokens": 96 + 588,
+                                           "cache_creation_input_tokens": 2210, "cache_read_input_tokens": 2210}
+    assert saved["1:DESIGN"]["cost_usd"] > 0 and saved["1:ANALYZE"]["tokens"] == {}
+    assert st.totals()["cost_usd"] == pytest.approx(sum(s["cost_usd"] for s in saved.values()), abs=1e-6)

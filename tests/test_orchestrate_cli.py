@@ -83,7 +83,7 @@ def test_offline_run_killed_in_verify_then_resumed_from_the_cli(root: Path, caps
     from pytest_kforge.orchestrate.fakes import SimulatedKill
 
     times = {"v1": {"decode": 100.0, "spec": 900.0}, "v2": {"decode": 90.0, "spec": 880.0},
-             "v3": {"decode": 91.0, "spec": 879.0}}
+             "v3": {"decode": 90.5, "spec": 879.0}}
     runners = iter([FakeSuiteRunner(times, kill_on=1), FakeSuiteRunner(times)])
     monkeypatch.setattr(loop, "gpu_available", lambda: True)
     monkeypatch.setattr(suite, "PytestSuiteRunner", lambda _root: next(runners))
@@ -96,7 +96,7 @@ def test_offline_run_killed_in_verify_then_resumed_from_the_cli(root: Path, caps
     out = capsys.readouterr().out
     assert f"resuming run {run_id}" in out and "[1:DESIGN] done earlier" in out
     assert "| v2 | cutile-dsl | 90.0 | 880.0 |" in out and "| kept |" in out
-    assert "| v3 | cutile-dsl | 91.0 | 879.0 |" in out and "no gain beyond the run-to-run spread" in out
+    assert "| v3 | cutile-dsl | 90.5 | 879.0 |" in out and "no gain beyond the run-to-run spread" in out
     state = json.loads((root / "runs" / run_id / "state.json").read_text())
     assert state["status"] == "done" and len(state["steps"]) == 16
     assert (root / "runs" / run_id / "summary.md").exists()

@@ -181,3 +181,48 @@ def test_incorrect_version_is_discarded_with_the_failure(project: Path) -> None:
     d = st.steps["1:EVALUATE"].outputs["decision"]
     assert d["kept"] is False and "not correct" in d["reason"] and "max_abs" in d["reason"]
     assert st.steps["1:EVALUATE"].outputs["current"] == "v1"
+
+
+def test_tuning_budget_spent_stops_with_the_reason(project: Path) -> None:
+    """After a discarded child whose VERIFY used up the tuning budget, the next iteration stops."""
+    orch = orchestrator(project, FakeSuiteRunner(TIMES), ReplayProfiler(profiler_script("v1", "v2")),
+                        ReplayDesigner([DATA / "designer_toy_v2.json"]), iterations=3, autotune_budget_s=0.5)
+    TIMES_V2_SLOW = {**TIMES, "v2": {"decode": 120.0, "spec": 950.0}}
+    orch.runner = FakeSuiteRunner(TIMES_V2_SLOW)
+    st = orch.run()
+    assert st.steps["1:EVALUATE"].outputs["decision"]["kept"] is False
+    assert st.steps["2:STRATEGIZE"].outputs["tuning"] == "stop" and "budget" in st.steps["2:STRATEGIZE"].outputs["stop"]
+    assert st.steps["2:DESIGN"].outputs["skipped"] and "3:ANALYZE" not in st.steps
+    assert [r["version"] for r in summary_rows(st)] == ["v1", "v2"]
+
+
+def test_a_contract_about_another_version_gets_the_retry(project: Path) -> None:
+    from pytest_kforge.orchestrate.agents.base import AgentContext, AgentContractError
+
+    wrong, right = contract("v9", DECODE, 1.0)["replies"][0], contract("v1", DECODE, 100.0)["replies"][0]
+    ctx = AgentContext(root=project, kernels_dir=project / "kernels", kernel="toy", step_key="1:PROFILE")
+    got = ReplayProfiler([{"replies": [wrong, right]}]).profile("toy", "v1", "decode", DECODE, context=ctx)
+    assert got.version == "v1" and len(ctx.exchange["replies"]) == 2
+    with pytest.raises(AgentContractError, match="about toy v9, but toy v1 was asked for"):
+        ReplayProfiler([{"replies": [wrong, wrong]}]).profile("toy", "v1", "decode", DECODE, context=ctx)
+
+
+ROWS = [{"version": "v1", "kept": None, "decode_us": 100.0, "spec_us": 900.0},
+        {"version": "v2", "kept": True, "decode_us": 90.0, "spec_us": 880.0},
+        {"version": "v3", "kept": False, "decode_us": 95.0, "spec_us": None}]
+
+
+def test_plot_is_skipped_with_a_note_without_matplotlib(tmp_path: Path, monkeypatch) -> None:
+    from pytest_kforge.orchestrate.summary import plot_trajectory
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
+    assert plot_trajectory(ROWS, tmp_path / "t.png") == "plot skipped: matplotlib is not installed (pip install matplotlib)"
+    assert not (tmp_path / "t.png").exists()
+
+
+def test_plot_is_a_png(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib", reason="matplotlib is optional (the dev extra installs it)")
+    from pytest_kforge.orchestrate.summary import plot_trajectory
+
+    assert plot_trajectory(ROWS, tmp_path / "t.png").startswith("plot written")
+    assert (tmp_path / "t.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

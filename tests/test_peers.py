@@ -108,6 +108,10 @@ def test_compare_on_cpu_writes_table_json_and_devlog(tmp_path: Path, capsys: pyt
                                                / cell["median_us"] / 1e6)
     text = devlog.read_text()
     assert "kept text" in text and "<!-- kforge:peers:start -->" in text and "| torch_bmm | peer |" in text
+    # the table measured elsewhere (the GPU machine) is re-rendered here from its JSON, unchanged
+    again = tmp_path / "again.md"
+    assert main(["--from-json", str(tmp_path / "t.json"), "--out", str(again)]) == 0
+    assert again.read_text() == table
 
 
 def test_compare_reports_a_wrong_candidate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

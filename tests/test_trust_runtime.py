@@ -15,6 +15,16 @@ from pytest_kforge.trust.runtime import (InputSnapshot, ReferenceCalled, check_r
 CHEATS = Path(__file__).resolve().parent / "adversarial" / "kernels" / "cheat"
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _restore_kernel_packages():
+    """Loading the cheat kernel re-points the ``kforge_kernels`` package; put the old one back after."""
+    saved = {k: m for k, m in sys.modules.items() if k == "kforge_kernels" or k.startswith("kforge_kernels.")}
+    yield
+    for k in [k for k in sys.modules if k == "kforge_kernels" or k.startswith("kforge_kernels.")]:
+        del sys.modules[k]
+    sys.modules.update(saved)
+
+
 def load(name: str):
     """A cheat module imported as kforge_kernels.cheat.<name> (the registry's package layout)."""
     from pytest_kforge.registry import Registry

@@ -14,7 +14,8 @@ from pytest_kforge.xdist import benchmark_entry, detect_gpus, gpu_lock, parallel
 
 REPO = Path(__file__).resolve().parents[1]
 # keep the installed entry points (core plugin, this plugin) out; load this plugin explicitly
-PLUGIN_ARGS = ("-p", "no:kforge", "-p", "no:kforge_xdist", "-p", "pytest_kforge.xdist", "-p", "no:cacheprovider",
+PLUGIN_ARGS = ("-p", "no:kforge", "-p", "no:kforge_profile", "-p", "no:kforge_trust", "-p", "no:kforge_xdist",
+               "-p", "pytest_kforge.xdist", "-p", "no:cacheprovider",
                "-p", "no:hypothesispytest", "-p", "no:anyio")  # the last two: faster worker start-up
 
 TINY_SPEC = '''

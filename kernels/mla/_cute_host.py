@@ -46,19 +46,12 @@ def choose_splits(work_units: int, max_pages: int, config: Mapping[str, Any]) ->
     sms = int(config.get("sm_count", H200_SMS))
     if fixed > 0:
         return max(1, min(fixed, max(max_pages, 1)))
-    best, best_eff = 1, 0.0
     effs = []
-    for sp in range(1, 17):
-        if sp > max(max_pages, 1):
-            break
+    for sp in range(1, min(16, max(max_pages, 1)) + 1):
         n = work_units * sp
         effs.append((sp, n / (math.ceil(n / sms) * sms)))
     top = max(e for _, e in effs)
-    for sp, e in effs:
-        if e >= top - 0.05:
-            best, best_eff = sp, e
-            break
-    return best
+    return next(sp for sp, e in effs if e >= top - 0.05)
 
 
 def _arch() -> str:

@@ -24,8 +24,8 @@ def summary_rows(state: RunState) -> list[dict[str, Any]]:
         for t, r in s.get("rows", {}).items():
             r0[f"{t}_us"], r0[f"{t}_pct_floor"] = r.get("median_us"), r.get("pct_floor")
         rows.append(r0)
-    evals = sorted((k for k, r in state.steps.items() if k.endswith(":EVALUATE") and r.status == "done"),
-                   key=lambda k: int(k.split(":")[0]))
+    evals = sorted((k for k, r in state.steps.items() if k.endswith(":EVALUATE") and r.status == "done"
+                    and "history" in r.outputs), key=lambda k: int(k.split(":")[0]))  # skipped ones have none
     if evals:
         rows += state.steps[evals[-1]].outputs.get("history", [])
     return rows

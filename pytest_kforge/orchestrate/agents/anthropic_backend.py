@@ -25,7 +25,7 @@ from typing import Any
 from ...errors import KforgeError
 from .. import compat
 from ..tools import TOOL_SCHEMAS, Toolbox
-from .base import AgentContext, ask_with_contract, design_prompt, profile_prompt
+from .base import AgentContext, ask_with_contract, design_prompt, expecting, profile_prompt
 
 __all__ = ["PRICES", "MODEL_ALIASES", "DEFAULT_MODEL", "load_agent_file", "cost_usd", "price_of", "Conversation",
            "AnthropicProfiler", "AnthropicDesigner", "make_client"]
@@ -173,8 +173,8 @@ class AnthropicProfiler(_AnthropicAgent):
         conv = self._conversation(context)
         prompt = profile_prompt(kernel, version, params)
         context.exchange["prompt"] = prompt
-        return ask_with_contract(conv, prompt, compat.contracts.ProfileContract.parse, agent="profiler",
-                                 contract="profile")
+        return ask_with_contract(conv, prompt, expecting(compat.contracts.ProfileContract.parse, kernel, version),
+                                 agent="profiler", contract="profile")
 
 
 class AnthropicDesigner(_AnthropicAgent):
@@ -184,5 +184,6 @@ class AnthropicDesigner(_AnthropicAgent):
         conv = self._conversation(context)
         prompt = design_prompt(task, context.language)
         context.exchange["prompt"] = prompt
-        return ask_with_contract(conv, prompt, compat.contracts.NewVersionSummary.parse, agent="kernel-designer",
-                                 contract="New Version")
+        return ask_with_contract(conv, prompt,
+                                 expecting(compat.contracts.NewVersionSummary.parse, task.kernel, task.new_version),
+                                 agent="kernel-designer", contract="New Version")

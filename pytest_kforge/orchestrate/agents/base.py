@@ -18,7 +18,7 @@ from ...errors import KforgeError
 from .. import compat
 
 __all__ = ["AgentContext", "Profiler", "Designer", "AgentContractError", "DesignImpossible", "ask_with_contract",
-           "profile_prompt", "design_prompt", "clean"]
+           "profile_prompt", "design_prompt", "clean", "expecting"]
 
 T = TypeVar("T")
 
@@ -89,6 +89,18 @@ def ask_with_contract(converse: Callable[[str], str], prompt: str, parse: Callab
     except compat.contracts.ContractError as exc:
         raise AgentContractError(f"the {agent} agent broke the {contract} contract twice ({exc}); the run state "
                                  f"is kept: fix the agent or its prompt and rerun with --resume") from exc
+
+
+def expecting(parse: Callable[[str], T], kernel: str, version: str) -> Callable[[str], T]:
+    """``parse`` that also rejects a contract about another kernel or version (so it gets the retry)."""
+    def checked(text: str) -> T:
+        got = parse(text)
+        if (getattr(got, "kernel", kernel), getattr(got, "version", version)) != (kernel, version):
+            raise compat.contracts.ContractError(
+                f"the contract is about {got.kernel} {got.version}, but {kernel} {version} was asked for; "  # type: ignore[attr-defined]
+                f"reply about {kernel} {version}", "version")
+        return got
+    return checked
 
 
 def clean(text: str) -> str:

@@ -22,7 +22,8 @@ from typing import Any
 
 from .. import compat
 from ..tools import Toolbox
-from .base import AgentContext, AgentContractError, ask_with_contract, design_prompt, profile_prompt
+from .base import (AgentContext, AgentContractError, ask_with_contract, design_prompt, expecting,
+                   profile_prompt)
 
 __all__ = ["Transcript", "load_transcript", "ReplayProfiler", "ReplayDesigner"]
 
@@ -100,7 +101,7 @@ class ReplayProfiler(_ReplayAgent):
     def profile(self, kernel: str, version: str, trial: str, params: dict[str, int], *,
                 context: AgentContext) -> Any:
         return self._play(context, f"profiler-{trial}", profile_prompt(kernel, version, params),
-                          compat.contracts.ProfileContract.parse, "profile")
+                          expecting(compat.contracts.ProfileContract.parse, kernel, version), "profile")
 
 
 class ReplayDesigner(_ReplayAgent):
@@ -108,4 +109,5 @@ class ReplayDesigner(_ReplayAgent):
 
     def design(self, task: Any, *, context: AgentContext) -> Any:
         return self._play(context, "designer", design_prompt(task, context.language),
-                          compat.contracts.NewVersionSummary.parse, "New Version")
+                          expecting(compat.contracts.NewVersionSummary.parse, task.kernel, task.new_version),
+                          "New Version")

@@ -1,0 +1,63 @@
+"""Compile the CuTe DSL MLA kernels for sm_90a WITHOUT a GPU and report registers / spills.
+
+Needs Python 3.12 with the DSL importable (the wheels ship cp312 binaries) and, for the
+register report, a ``ptxas`` on PATH.  Example (from the repository root):
+
+    CUTE_DSL_ARCH=sm_90a /tmp/venv-cute/bin/python kernels/mla/_cute_compilecheck.py \\
+        sm80:1:128 sm80_dedup:16:128:direct sm80_dedup:5:32
+
+Each argument is ``kind:s:h[:direct]``.  The DSL's NVVM emits PTX ISA 9.4; an older local
+ptxas (13.0 accepts 9.0) is fed the same text with the version line lowered, which is fine for a
+resource estimate but is not the binary the GPU runs.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import types
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def main(argv: list[str]) -> int:
+    os.environ.setdefault("CUTE_DSL_ARCH", "sm_90a")
+    os.environ["KFORGE_CUTE_OPTIONS"] = (os.environ.get("KFORGE_CUTE_OPTIONS", "") + " --keep-ptx").strip()
+    pkg = types.ModuleType("kforge_kernels")
+    pkg.__path__ = [str(ROOT / "kernels")]  # type: ignore[attr-defined]
+    sys.modules.setdefault("kforge_kernels", pkg)
+    from kforge_kernels.mla import _cute_host as host
+
+    bad = 0
+    tmp = Path(tempfile.mkdtemp(prefix="cute_ptx_"))
+    for arg in argv or ["sm80:1:128", "sm80_dedup:16:128:direct"]:
+        kind, s, h, *rest = arg.split(":")
+        t0 = time.time()
+        try:
+            f_main, f_comb, *_ = host.compiled(kind, int(s), int(h), 2, direct=bool(rest and rest[0] == "direct"))
+        except Exception as exc:  # noqa: BLE001 - report every shape
+            print(f"{arg}: COMPILE FAILED: {type(exc).__name__}: {exc}")
+            bad += 1
+            continue
+        line = f"{arg}: compiled in {time.time() - t0:.1f} s"
+        for tag, fn in (("split", f_main), ("combine", f_comb)):
+            ptx = getattr(fn, "__ptx__", None) if fn is not None else None
+            if not ptx or not shutil.which("ptxas"):
+                continue
+            path = tmp / f"{arg.replace(':', '_')}_{tag}.ptx"
+            path.write_text(ptx.replace(".version 9.4", ".version 9.0"))
+            res = subprocess.run(["ptxas", "-v", "-arch=sm_90a", str(path), "-o", os.devnull],
+                                 capture_output=True, text=True)
+            info = [ln.split("info    :")[-1].strip() for ln in res.stderr.splitlines() if "Used" in ln or "spill" in ln]
+            line += f" | {tag}: {'; '.join(info) or res.stderr.strip()[-200:]}"
+        print(line, flush=True)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
