@@ -115,6 +115,8 @@ class KernelSpec:
 
     name: ClassVar[str]
     description: ClassVar[str] = ""
+    #: contexts the knowledge base matches entries on (``applies_to``), e.g. ("mla", "online-softmax")
+    tags: ClassVar[tuple[str, ...]] = ()
     input_names: ClassVar[tuple[str, ...]]
     output_names: ClassVar[tuple[str, ...]]
     #: the default trial matrix: name -> params; ``default_trials`` picks the ones run unless asked.

@@ -83,10 +83,18 @@ def test_lone_version_runs_no_tests(pytester: pytest.Pytester) -> None:
 
 
 def test_header_prints_seed_and_seed_reproduces(pytester: pytest.Pytester) -> None:
-    write_tiny(pytester.path)
+    write_tiny(pytester.path, ("v5_wrong",))
     result = pytester.runpytest("--kernel", "tiny:v0", "--kforge-no-bench", "--kforge-seed", "1234", "--co")
     result.stdout.fnmatch_lines(["kforge: kernel tiny, versions v0, trials small-n256, big-n4096, device cpu",
                                  "kforge: seed 1234 (reproduce with --kforge-seed 1234)*"])
     fresh = pytester.runpytest("--kernel", "tiny:v0", "--kforge-no-bench", "--co")
     seeds = [line for line in fresh.stdout.lines if line.startswith("kforge: seed ")]
-    assert len(seeds) == 1 and "reproduce with --kforge-seed" in seeds[0]
+    assert len(seeds) == 1 and "reproduce with --kforge-seed" in seeds[0] and "1234" not in seeds[0]
+
+    def failure(seed: str) -> list[str]:
+        run = pytester.runpytest("--kernel", "tiny:v5_wrong", "--trial", "small", "-k", "correctness",
+                                 "--kforge-seed", seed)
+        return [line for line in run.stdout.lines if "max abs error" in line]
+
+    first = failure("99")
+    assert first and first == failure("99") and first != failure("100")

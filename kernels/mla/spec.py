@@ -38,6 +38,7 @@ DEEPSEEK_V3_SCALE = 0.1352
 class MLADecodeSpec(KernelSpec):
     name = "mla"
     description = "DeepSeek-V3 MLA decode (absorbed, paged latent KV, causal draft window)"
+    tags = ("mla", "attention", "online-softmax", "decode", "mqa", "paged-kv")
     input_names = ("q", "kv_cache", "block_table", "cache_seqlens", "softmax_scale")
     output_names = ("out", "lse")
     trials = {

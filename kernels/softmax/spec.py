@@ -14,6 +14,7 @@ from pytest_kforge.spec import KernelSpec, Tolerance
 class RowSoftmaxSpec(KernelSpec):
     name = "softmax"
     description = "row softmax of a bf16 matrix (float32 math, bf16 out)"
+    tags = ("softmax", "row-reduction", "memory-bound")
     input_names = ("x",)
     output_names = ("y",)
     trials = {
