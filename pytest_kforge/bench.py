@@ -66,17 +66,55 @@ def _prepare(version: Version, trial: TrialConfig, ks: KforgeSession) -> tuple[T
             current = current.with_params(note=note, **{key: old // 2})
 
 
-def _recheck(version: Version, used: TrialConfig, outputs: Mapping[str, Any], ks: KforgeSession) -> str | None:
-    """Correctness on fresh inputs into the same output buffers (catches caching across rounds)."""
+def _recheck(version: Version, used: TrialConfig, inputs: dict[str, Any], outputs: Mapping[str, Any],
+             ks: KforgeSession) -> str | None:
+    """Correctness after timing, on new values written *in place* into the timed input buffers.
+
+    Two rounds, same pointers, same shapes, same output buffers: (1) in each floating-point input
+    only one randomly chosen slice along the first dimension replaced by new values (one row, one
+    sequence's queries), the rest kept; (2) every input replaced by new random values.  A result
+    cached by a sampled fingerprint of the inputs fails (1) whenever the fingerprint misses the
+    changed slice (so (1) must come first, while the cache still holds the timed inputs); one
+    cached by pointer or shape fails (2).  The original values are restored
+    afterwards (the inputs are shared by every version of the run).
+    """
+    import torch
+
     spec = version.spec
     seed = ks.seed + RECHECK_SEED_OFFSET
-    inputs = spec.make_inputs(used.params, seed=seed, device=ks.device)
-    problems = run_once(version, inputs, outputs)
-    if problems:
-        return f"after timing (seed {seed}): " + "; ".join(problems)
-    ref = spec.reference(inputs, dtype=ref_dtype_for(version, used.params))
-    bad = [r.message for r in spec.compare(outputs, ref) if not r.ok]
-    return f"after timing, on fresh inputs (seed {seed}): " + "; ".join(bad) if bad else None
+    fresh = spec.make_inputs(used.params, seed=seed, device=ks.device)
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    for mode in ("one random slice of new values", "new values"):
+        clones: dict[str, Any] = {}  # overwritten in place: their old contents
+        replaced: dict[str, Any] = {}  # scalars / changed shapes: the old objects
+        for name, new in fresh.items():
+            old = inputs.get(name)
+            if isinstance(old, torch.Tensor) and isinstance(new, torch.Tensor) and old.shape == new.shape:
+                if mode == "new values":
+                    clones[name] = old.clone()
+                    old.copy_(new)
+                elif old.is_floating_point() and old.dim() > 0 and old.shape[0] > 0:
+                    clones[name] = old.clone()
+                    i = int(torch.randint(old.shape[0], (1,), generator=gen))
+                    old[i].copy_(new[i])
+            elif mode == "new values":
+                replaced[name] = old
+                inputs[name] = new
+        try:
+            problems = run_once(version, inputs, outputs)
+            bad = [] if problems else [r.message for r in spec.compare(
+                outputs, spec.reference(inputs, dtype=ref_dtype_for(version, used.params))) if not r.ok]
+        finally:
+            for name, old_values in clones.items():
+                inputs[name].copy_(old_values)
+            inputs.update(replaced)
+        where = f"after timing, with {mode} written into the timed input buffers (seed {seed})"
+        if problems:
+            return f"{where}: " + "; ".join(problems)
+        if bad:
+            return (f"{where}: " + "; ".join(bad) + " (a result computed earlier was returned: "
+                    "the timed rounds did not do the work)")
+    return None
 
 
 def run_trial(version: Version, trial: TrialConfig, ks: KforgeSession) -> tuple[dict[str, Any], TimingResult | None]:
@@ -107,7 +145,7 @@ def run_trial(version: Version, trial: TrialConfig, ks: KforgeSession) -> tuple[
                spread_pct=res.spread_pct, rounds=res.rounds, clock=res.clock, flush=res.flush,
                tflops=spec.flops(used.params) / med / 1e12, gbps=spec.min_bytes(used.params) / med / 1e9,
                pct_floor=100.0 * floor_s / med)
-    error = side_stream_problem(res) or floor_problem(med, floor_s) or _recheck(version, used, outputs, ks)
+    error = side_stream_problem(res) or floor_problem(med, floor_s) or _recheck(version, used, inputs, outputs, ks)
     row["correct"] = error is None or not error.startswith("after timing")
     row["error"] = error
     return row, res

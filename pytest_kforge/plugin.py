@@ -218,6 +218,19 @@ def kforge_session(pytestconfig: pytest.Config) -> KforgeSession:
 
 
 # ---- results -------------------------------------------------------------------------------------
+def _kind_from_nodeid(nodeid: str, ks: KforgeSession) -> tuple[str, str] | None:
+    """(kind, version) from ``...::test_<kind>[<kernel>-<version>...]``: under pytest-xdist the
+    controller sees reports of items it never collected.  Kernel and version names hold no '-'."""
+    name = nodeid.rpartition("::")[2]
+    kind, _, rest = name.partition("[")
+    parts = rest.rstrip("]").split("-")
+    kind = kind.removeprefix("test_")
+    if kind in ("correctness", "fuzz", "trial") and len(parts) >= 2 and ks.selection is not None \
+            and parts[0] == ks.selection.kernel.name:
+        return kind, parts[1]
+    return None
+
+
 class _RunHooks:
     """Per-run hooks, registered only when ``--kernel`` is given (bound to this run's config)."""
 
@@ -242,7 +255,7 @@ class _RunHooks:
             items[:] = keep
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        found = self.ks.kinds.get(report.nodeid)
+        found = self.ks.kinds.get(report.nodeid) or _kind_from_nodeid(report.nodeid, self.ks)
         if found is None or (report.when != "call" and not (report.skipped or report.failed)):
             return
         kind, version = found

@@ -178,6 +178,9 @@ class KforgeSession:
         line = (f"kforge {self.selection.kernel.name} {','.join(v.name for v in self.selection.versions)} "
                 f"on {self.device} (seed {self.seed}): ran " + ("; ".join(ran) if ran else "nothing"))
         if skipped:
-            why = " | ".join(f"{n} x {r or 'no reason given'}" for r, n in self.skip_reasons.items())
+            reasons = sorted(self.skip_reasons.items(), key=lambda kv: -kv[1])
+            why = " | ".join(f"{n} x {r or 'no reason given'}" for r, n in reasons[:3])
+            if len(reasons) > 3:
+                why += f" | {len(reasons) - 3} more reasons (-rs lists every skip)"
             line += f"; skipped {skipped}: {why}"
         return line

@@ -101,14 +101,14 @@ class CudaClock:
 
     label = CUDA_LABEL
 
-    def __init__(self, flush_bytes: int | None = None) -> None:
+    def __init__(self, flush_bytes: int | None = None, device: str = "cuda") -> None:
         import torch
 
         from .gpuinfo import l2_cache_bytes
 
         self._torch = torch
         nbytes = flush_bytes if flush_bytes is not None else 2 * l2_cache_bytes()
-        self._flush_buf = torch.empty(max(nbytes, 1), dtype=torch.uint8, device="cuda")
+        self._flush_buf = torch.empty(max(nbytes, 1), dtype=torch.uint8, device=device)
         self.flush_label = f"L2 flush: {nbytes / 2**20:.0f} MiB written before each round"
 
     def flush(self) -> None:
@@ -153,7 +153,7 @@ class CpuClock:
 
 
 def make_clock(device: str) -> CudaClock | CpuClock:
-    return CudaClock() if str(device).startswith("cuda") else CpuClock()
+    return CudaClock(device=str(device)) if str(device).startswith("cuda") else CpuClock()
 
 
 def time_launch(launch: Callable[[], Any], *, clock: CudaClock | CpuClock, rounds: int, warmup: int) -> TimingResult:

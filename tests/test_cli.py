@@ -49,7 +49,7 @@ def test_bad_cli_returns_usage_code(capsys: pytest.CaptureFixture[str], monkeypa
 def test_script_runs_the_suite_where_plain_pytest_runs_nothing(pytester: pytest.Pytester) -> None:
     write_tiny(pytester.path)
     # -k correctness: the subprocess then never imports hypothesis (slow without a bytecode cache)
-    args = ["--kernel", "tiny", "--version", "v0", "--kforge-no-bench", "-k", "correctness", "-p",
+    args = ["--kernel", "tiny", "--version", "v0", "--kforge-no-bench", "-k", "test_correctness", "-p",
             "no:cacheprovider"]
     ran = subprocess.run([sys.executable, "-m", "pytest_kforge.cli", *args], cwd=pytester.path,
                          capture_output=True, text=True, timeout=300, check=False)

@@ -200,3 +200,47 @@ def test_split_kernel_math_matches_reference(s, h, lens, splits) -> None:
     for n in v.spec.output_names:
         res = compare_outputs(n, got[n], ref[n], v.spec.tolerances[n])
         assert res.ok, res.message
+
+
+def _ptxreplay():
+    load_version("mla", "v0", kernels_dir=KDIR)
+    return importlib.import_module("kforge_kernels.mla._cute_ptxreplay")
+
+
+def test_dedup_p_tile_layout_is_a_conflict_free_bijection() -> None:
+    """sP (v2/v3): every (row, col) has its own cell, group 1's half starts 2048 elements in (an
+    offset outside the swizzle bits: the v2 GPU bug was an offset inside them), ldmatrix row reads
+    and the accumulator-layout 32-bit stores touch 8 / 32 distinct banks."""
+    pr = _ptxreplay()
+    cells = {pr.p_cell(r, c) for r in range(64) for c in range(64)}
+    assert cells == set(range(4096))
+    assert all(pr.p_cell(r, c + 32) - pr.p_cell(r, c) == 2048 for r in range(64) for c in range(32))
+    for row0 in range(0, 64, 8):
+        for col in range(0, 64, 8):  # one 8x8 ldmatrix matrix: 8 rows of 16 bytes
+            groups = {(2 * pr.p_cell(row0 + i, col) // 16) % 8 for i in range(8)}
+            assert len(groups) == 8, (row0, col)
+        for j in range(0, 64, 8):  # one warp's st.shared.b32 of an n8 accumulator tile
+            banks = {(2 * pr.p_cell(row0 + lane // 4, j + 2 * (lane % 4)) // 4) % 32 for lane in range(32)}
+            assert len(banks) == 32, (row0, j)
+
+
+def test_ptx_replay_evaluates_address_arithmetic() -> None:
+    pr = _ptxreplay()
+    ptx = [
+        "\tmov.u32 \t%r2, %tid.x;",
+        "\tshl.b32 \t%r3, %r2, 4;",
+        "\tand.b32 \t%r4, %r3, 448;",
+        "\tshr.u32 \t%r5, %r4, 3;",
+        "\txor.b32 \t%r6, %r4, %r5;",
+        "\tsetp.eq.b32 \t%p1, %r5, 0;",
+        "\tselp.b32 \t%r7, 16, -16, %p1;",
+        "\t@%p1 bra \t$L__BB0_2;",
+        "\tmad.lo.s32 \t%r8, %r7, 3, %r6;",
+    ]
+    for tid in (0, 5, 31, 200):
+        regs = pr.replay(ptx, tid, len(ptx))
+        row = (tid >> 2) & 7
+        assert regs["%r6"] == row * 64 ^ row * 8
+        step = 16 if row == 0 else (-16) & 0xFFFFFFFF
+        assert regs["%r7"] == step and regs["%r8"] == (3 * step + regs["%r6"]) & 0xFFFFFFFF
+    assert "instead of 8" in pr.check_p_exchange("\n".join(ptx), 221184)

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 from pytest_kforge.registry import Registry
 
 ROOT = Path(__file__).resolve().parents[1]
-MLA_CUTILE = ["v1", "v2", "v3", "v4"]
-PARENTS = {"v1": "v0", "v2": "v1", "v3": "v2", "v4": "v3"}
+MLA_CUTILE = ["v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8"]
+PARENTS = {"v1": "v0", "v2": "v1", "v3": "v2", "v4": "v3", "v5": "v3", "v6": "v5", "v7": "v6", "v8": "v6"}
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +53,7 @@ def test_mla_version_contract(mla, name):
     assert v.language == "cutile-dsl"
     assert v.parent == PARENTS[name]
     assert v.description and "\n" not in v.description
-    assert v.config["BLOCK_H"] == 64
+    assert v.config["BLOCK_H"] // v.config.get("NUM_CTAS", 1) == 64  # 64 rows per CTA (wgmma)
     assert v.supports({"b": 32, "s": 16, "t": 4096, "h": 128}) is None
 
 
@@ -173,9 +173,10 @@ def test_softmax_block_rows(softmax):
 
 
 # ---- the kernels' tiling arithmetic, replayed in torch on the CPU ------------------------------
-def _replay(ins, block_h, n_splits, page=64, dv=512):
-    """The v2-v4 algorithm step for step (row tiles, per-sequence split ranges, full/masked pages,
-    exp2 online softmax from m=-1e30 with -inf masks, bf16 P, log2 partials, weighted combine)."""
+def _replay(ins, block_h, n_splits, page=64, dv=512, lazy_th=None):
+    """The v2-v6 algorithm step for step (row tiles, per-sequence split ranges, full/masked pages,
+    exp2 online softmax from m=-1e30 with -inf masks, bf16 P, log2 partials, weighted combine).
+    ``lazy_th``: v6's lazy rescaling (m moves only when some row's max grows by more than it)."""
     import math
 
     import torch
@@ -207,11 +208,13 @@ def _replay(ins, block_h, n_splits, page=64, dv=512):
                     if j >= n_full:
                         sc = torch.where(j * page + torch.arange(page)[None, :] <= limit, sc, -math.inf)
                     m_new = torch.maximum(m, sc.max(1, keepdim=True).values)
-                    p = torch.exp2(sc - m_new)
-                    alpha = torch.exp2(m - m_new)
-                    l_i = l_i * alpha + p.sum(1, keepdim=True)
-                    acc = acc * alpha + p.bfloat16().float() @ tile[:, :dv]
-                    m = m_new
+                    if lazy_th is None or float((m_new - m).max()) > lazy_th:
+                        alpha = torch.exp2(m - m_new)
+                        l_i, acc, m = l_i * alpha, acc * alpha, m_new
+                    p = torch.exp2(sc - m)
+                    assert lazy_th is None or float(p.max()) <= 2.0 ** lazy_th  # bf16 P stays small
+                    l_i = l_i + p.sum(1, keepdim=True)
+                    acc = acc + p.bfloat16().float() @ tile[:, :dv]
                 parts.append((acc / torch.where(l_i > 0, l_i, 1.0), m + torch.log2(l_i)))
             lmax = torch.stack([x[1] for x in parts]).max(0).values
             w = [torch.exp2(x[1] - lmax) for x in parts]
@@ -226,12 +229,98 @@ def _replay(ins, block_h, n_splits, page=64, dv=512):
 
 @pytest.mark.parametrize("case", [(2, 1, 16, [1, 200], 1), (2, 3, 16, [3, 130], 4), (1, 16, 16, [140], 3),
                                   (2, 2, 32, [64, 65], 2)], ids=lambda c: f"b{c[0]}-s{c[1]}-h{c[2]}-ns{c[4]}")
-def test_tiling_arithmetic_matches_reference(mla, case):
+@pytest.mark.parametrize("lazy_th", [None, 8.0])
+def test_tiling_arithmetic_matches_reference(mla, case, lazy_th):
     b, s, h, lens, ns = case
     params = {"b": b, "s": s, "h": h, "t": max(lens)}
     ins = mla.spec.make_inputs(params, seed=5, seqlens=lens)
-    for r in mla.spec.compare(_replay(ins, 64, ns), mla.spec.reference(ins)):
+    for r in mla.spec.compare(_replay(ins, 64, ns, lazy_th=lazy_th), mla.spec.reference(ins)):
         assert r.ok, r.message
+
+
+def test_lazy_rescale_handles_a_growing_max(mla):
+    """Scores that grow along the sequence force real rescales (th=0) and stale maxima (th=8)."""
+    import torch
+
+    params = {"b": 1, "s": 2, "h": 16, "t": 300}
+    ins = mla.spec.make_inputs(params, seed=9, seqlens=[300])
+    ramp = torch.linspace(0.0, 3.0, ins["kv_cache"].shape[0])[:, None, None]
+    ins["kv_cache"] = (ins["kv_cache"].float() * (1.0 + ramp)).bfloat16()
+    ref = mla.spec.reference(ins)
+    for th in (0.0, 8.0):
+        for r in mla.spec.compare(_replay(ins, 64, 2, lazy_th=th), ref):
+            assert r.ok, (th, r.message)
+
+
+# ---- v5+ cached launch plans ----------------------------------------------------------------
+def test_plan_is_built_once_per_shape_and_config(mla):
+    mla.version("v5")  # installs the package
+    from kforge_kernels.mla import _cutile_plan as plan
+
+    plan.clear()
+    built = []
+
+    def build(shp, cfg, like):
+        built.append((shp, cfg["NUM_SPLITS"]))
+        return plan.Plan(kernel=None, grid=(1, shp.b, 1), workspaces=(), consts=())
+
+    ins, outs = _mla_tensors(b=2, s=1, h=16, t=100)
+    tensors = (ins["q"], ins["kv_cache"], ins["block_table"], ins["cache_seqlens"], outs["out"], outs["lse"])
+    defaults = {"NUM_SPLITS": None}
+    p1 = plan.get("t", defaults, None, tensors, build)
+    assert plan.get("t", defaults, None, tensors, build) is p1 and len(built) == 1
+    plan.get("t", defaults, {"NUM_SPLITS": 3}, tensors, build)
+    assert [x[1] for x in built] == [None, 3]
+    ins3, outs3 = _mla_tensors(b=3, s=1, h=16, t=100)
+    p3 = plan.get("t", defaults, None, (ins3["q"], ins3["kv_cache"], ins3["block_table"], ins3["cache_seqlens"],
+                                        outs3["out"], outs3["lse"]), build)
+    assert p3.grid == (1, 3, 1) and len(built) == 3
+    with pytest.raises(ValueError, match="unknown config key"):
+        plan.get("t", defaults, {"NUM_SPLIT": 3}, tensors, build)
+    plan.clear()
+
+
+def test_plan_cache_hit_still_rejects_non_contiguous_out(mla):
+    import torch
+
+    mla.version("v5")
+    from kforge_kernels.mla import _cutile_plan as plan
+
+    plan.clear()
+    ins, outs = _mla_tensors(b=2, s=2, h=16, t=100)
+    build = lambda shp, cfg, like: plan.Plan(kernel=None, grid=(1, 1, 1), workspaces=(), consts=())  # noqa: E731
+    plan.get("t", {}, None, (ins["q"], ins["kv_cache"], ins["block_table"], ins["cache_seqlens"],
+                             outs["out"], outs["lse"]), build)
+    lse_t = torch.empty(2, 2, 16).transpose(1, 2)  # [2, 16, 2] shape, not contiguous
+    with pytest.raises(ValueError, match="lse must be contiguous"):
+        plan.get("t", {}, None, (ins["q"], ins["kv_cache"], ins["block_table"], ins["cache_seqlens"],
+                                 outs["out"], lse_t), build)
+    plan.clear()
+
+
+def test_v6_rejects_bad_lazy_settings(mla):
+    ins, outs = _mla_tensors()
+    with pytest.raises(ValueError, match="LAZY must be"):
+        mla.version("v6").fn(**ins, **outs, config={"LAZY": "sometimes"})
+    with pytest.raises(ValueError, match="RESCALE_TH must be"):
+        mla.version("v6").fn(**ins, **outs, config={"RESCALE_TH": 40.0})
+    with pytest.raises(ValueError, match="BLOCK_H / NUM_CTAS must be 64"):
+        mla.version("v8").fn(**ins, **outs, config={"NUM_CTAS": 1})
+    with pytest.raises(ValueError, match="PIPE_QK must be"):
+        mla.version("v7").fn(**ins, **outs, config={"PIPE_QK": True})
+
+
+def test_sweep_variants_are_valid_configs(mla):
+    import importlib.util as iu
+
+    spec = iu.spec_from_file_location("cutile_sweep", ROOT / "kernels/mla/_cutile_sweep.py")
+    sweep = iu.module_from_spec(spec)
+    spec.loader.exec_module(sweep)
+    assert sweep.VARIANTS[: len(sweep.MANUAL)] == sweep.MANUAL and len(sweep.VARIANTS) <= 16
+    for version, over, why in sweep.VARIANTS:
+        v = mla.version(version)
+        assert set(over) <= set(v.config), (version, over)
+        assert why
 
 
 # ---- GPU correctness ------------------------------------------------------------------------

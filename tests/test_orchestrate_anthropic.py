@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,18 +14,15 @@ from pytest_kforge import contracts as C  # noqa: E402
 from pytest_kforge.orchestrate.agents.anthropic_backend import (  # noqa: E402
     AnthropicDesigner, AnthropicProfiler, cost_usd, make_client)
 from pytest_kforge.orchestrate.agents.base import AgentContext, AgentContractError  # noqa: E402
-from pytest_kforge.orchestrate.fakes import make_toy_project  # noqa: E402
+from pytest_kforge.orchestrate.fakes import isolated_kernel_modules, make_toy_project  # noqa: E402
 
 DATA = Path(__file__).parent / "data" / "transcripts"
 
 
 @pytest.fixture(autouse=True)
 def _isolate_kernel_modules():
-    saved = {k: v for k, v in sys.modules.items() if k == "kforge_kernels" or k.startswith("kforge_kernels.")}
-    yield
-    for k in [k for k in sys.modules if k == "kforge_kernels" or k.startswith("kforge_kernels.")]:
-        del sys.modules[k]
-    sys.modules.update(saved)
+    with isolated_kernel_modules():
+        yield
 
 
 class Recorder:

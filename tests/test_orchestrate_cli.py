@@ -11,18 +11,15 @@ import pytest
 
 import pytest_kforge.orchestrate.loop as loop
 from pytest_kforge.orchestrate.__main__ import main
-from pytest_kforge.orchestrate.fakes import FakeSuiteRunner, make_toy_project
+from pytest_kforge.orchestrate.fakes import FakeSuiteRunner, isolated_kernel_modules, make_toy_project
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(autouse=True)
 def _isolate_kernel_modules():
-    saved = {k: v for k, v in sys.modules.items() if k == "kforge_kernels" or k.startswith("kforge_kernels.")}
-    yield
-    for k in [k for k in sys.modules if k == "kforge_kernels" or k.startswith("kforge_kernels.")]:
-        del sys.modules[k]
-    sys.modules.update(saved)
+    with isolated_kernel_modules():
+        yield
 
 
 @pytest.fixture

@@ -11,7 +11,8 @@ import pytest
 from pytest_kforge import contracts as C
 from pytest_kforge.fsutil import LockTimeout, file_lock
 from pytest_kforge.orchestrate.agents.replay import ReplayDesigner, ReplayProfiler
-from pytest_kforge.orchestrate.fakes import FakeSuiteRunner, SimulatedKill, make_toy_project
+from pytest_kforge.orchestrate.fakes import (FakeSuiteRunner, SimulatedKill, isolated_kernel_modules,
+                                             make_toy_project)
 from pytest_kforge.orchestrate.loop import Options, Orchestrator, StepFailed
 from pytest_kforge.orchestrate.state import RunState
 from pytest_kforge.orchestrate.summary import summary_rows, write_summary
@@ -25,12 +26,8 @@ TIMES = {"v1": {"decode": 100.0, "spec": 900.0}, "v2": {"decode": 80.0, "spec": 
 
 @pytest.fixture(autouse=True)
 def _isolate_kernel_modules():
-    """The registry imports kernel folders as ``kforge_kernels``; give other tests theirs back."""
-    saved = {k: v for k, v in sys.modules.items() if k == "kforge_kernels" or k.startswith("kforge_kernels.")}
-    yield
-    for k in [k for k in sys.modules if k == "kforge_kernels" or k.startswith("kforge_kernels.")]:
-        del sys.modules[k]
-    sys.modules.update(saved)
+    with isolated_kernel_modules():
+        yield
 
 
 def contract(version: str, params: dict[str, int], us: float, occ: float = 24.0) -> dict[str, list[str]]:

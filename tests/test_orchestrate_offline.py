@@ -4,7 +4,6 @@ with a real knowledge base (LEARN) on a toy kernel."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,7 +12,7 @@ from pytest_kforge import contracts as C
 from pytest_kforge.knowledge import KnowledgeBase
 from pytest_kforge.orchestrate.agents.base import AgentContext, DesignImpossible
 from pytest_kforge.orchestrate.agents.offline import OfflineDesigner, OfflineProfiler, propose_config
-from pytest_kforge.orchestrate.fakes import FakeSuiteRunner, make_toy_project
+from pytest_kforge.orchestrate.fakes import FakeSuiteRunner, isolated_kernel_modules, make_toy_project
 from pytest_kforge.orchestrate.loop import Options, Orchestrator
 from pytest_kforge.registry import Registry
 
@@ -22,11 +21,8 @@ DECODE = {"b": 32, "s": 1, "t": 4096, "h": 128}
 
 @pytest.fixture(autouse=True)
 def _isolate_kernel_modules():
-    saved = {k: v for k, v in sys.modules.items() if k == "kforge_kernels" or k.startswith("kforge_kernels.")}
-    yield
-    for k in [k for k in sys.modules if k == "kforge_kernels" or k.startswith("kforge_kernels.")]:
-        del sys.modules[k]
-    sys.modules.update(saved)
+    with isolated_kernel_modules():
+        yield
 
 
 def task(current: str, new: str, *names: str) -> C.OptimizationTask:

@@ -77,7 +77,7 @@ def test_real_kernels_v0_on_cpu(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("--kernel", "softmax:v0", "--kforge-no-bench", "--kforge-examples", "3", "-v")
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines(["*test_correctness[[]softmax-v0-wide-rows4-cols256[]] PASSED*"])
-    mla = pytester.runpytest("--kernel", "mla:v0", "--trial", "decode", "--kforge-no-bench", "-k", "correctness",
+    mla = pytester.runpytest("--kernel", "mla:v0", "--trial", "decode", "--kforge-no-bench", "-k", "test_correctness",
                              "-v")
     mla.assert_outcomes(passed=1)
     mla.stdout.fnmatch_lines(["*test_correctness[[]mla-v0-decode-b4-s1-t256-h128[]] PASSED*"])

@@ -125,6 +125,14 @@ def run(x, *, y, config=None):
     y.copy_(x * 2 + 1)
     return (y,)
 """),
+    "v10_ptrcache": ("torch", "v0", "skips the work when the input pointer was seen (fake timing)", """
+_seen = {}
+def run(x, *, y, config=None):
+    if x.data_ptr() not in _seen:
+        _seen[x.data_ptr()] = x * 2 + 1
+    y.copy_(_seen[x.data_ptr()])
+    return (y,)
+"""),
 }
 
 

@@ -78,7 +78,7 @@ def test_lone_version_runs_no_tests(pytester: pytest.Pytester) -> None:
     assert "passed" not in result.stdout.str() and "kforge" not in result.stdout.str()
     # the forms that work do run the suite
     for args in (["--kernel", "tiny", "--kernel-version", "v0"], ["--kernel", "tiny:v0"]):
-        ok = pytester.runpytest(*args, "--kforge-no-bench", "-k", "correctness")
+        ok = pytester.runpytest(*args, "--kforge-no-bench", "-k", "test_correctness")
         ok.assert_outcomes(passed=2)
 
 
@@ -92,7 +92,7 @@ def test_header_prints_seed_and_seed_reproduces(pytester: pytest.Pytester) -> No
     assert len(seeds) == 1 and "reproduce with --kforge-seed" in seeds[0] and "1234" not in seeds[0]
 
     def failure(seed: str) -> list[str]:
-        run = pytester.runpytest("--kernel", "tiny:v5_wrong", "--trial", "small", "-k", "correctness",
+        run = pytester.runpytest("--kernel", "tiny:v5_wrong", "--trial", "small", "-k", "test_correctness",
                                  "--kforge-seed", seed)
         return [line for line in run.stdout.lines if "max abs error" in line]
 

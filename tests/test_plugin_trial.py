@@ -80,3 +80,12 @@ def test_benchmark_compare_works_on_saved_runs(pytester: pytest.Pytester) -> Non
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*test_trial[[]tiny-v0-small-n256[]] (0002_*"])
     result.stdout.fnmatch_lines(["*test_trial[[]tiny-v0-small-n256[]] (NOW)*"])
+
+
+def test_work_skipped_during_timing_is_caught_after_timing(pytester: pytest.Pytester) -> None:
+    """A cache keyed by input pointer passes fresh-input correctness but not the in-place re-check."""
+    write_tiny(pytester.path, ("v10_ptrcache",))
+    result = pytester.runpytest("--kernel", "tiny:v10_ptrcache", "--trial", "small", *CPU, "-k", "test_trial")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*after timing, with * written into the timed input buffers*"
+                                 "the timed rounds did not do the work*"])

@@ -6,7 +6,8 @@ register report, a ``ptxas`` on PATH.  Example (from the repository root):
     CUTE_DSL_ARCH=sm_90a /tmp/venv-cute/bin/python kernels/mla/_cute_compilecheck.py \\
         sm80:1:128 sm80_dedup:16:128:direct sm80_dedup:5:32
 
-Each argument is ``kind:s:h[:direct]``.  The DSL's NVVM emits PTX ISA 9.4; an older local
+Each argument is ``kind:s:h[:direct]``.  For ``sm80_dedup`` it also replays the P-exchange
+shared-memory addresses of all 256 threads from the PTX (``_cute_ptxreplay``) and fails if any is off.  The DSL's NVVM emits PTX ISA 9.4; an older local
 ptxas (13.0 accepts 9.0) is fed the same text with the version line lowered, which is fine for a
 resource estimate but is not the binary the GPU runs.
 """
@@ -35,6 +36,7 @@ def main(argv: list[str]) -> int:
 
     bad = 0
     tmp = Path(tempfile.mkdtemp(prefix="cute_ptx_"))
+    os.chdir(tmp)  # --keep-ptx also drops cutlass___call___*.ptx into the cwd: keep them out of the repo
     for arg in argv or ["sm80:1:128", "sm80_dedup:16:128:direct"]:
         kind, s, h, *rest = arg.split(":")
         t0 = time.time()
@@ -55,6 +57,14 @@ def main(argv: list[str]) -> int:
                                  capture_output=True, text=True)
             info = [ln.split("info    :")[-1].strip() for ln in res.stderr.splitlines() if "Used" in ln or "spill" in ln]
             line += f" | {tag}: {'; '.join(info) or res.stderr.strip()[-200:]}"
+        if kind == "sm80_dedup":
+            # replay the P exchange addresses of all 256 threads from the PTX (the v2 bug class)
+            from kforge_kernels.mla._cute_ptxreplay import check_p_exchange
+
+            sp_off = 2 * (host.BLOCK_M * host.D_QK + 2 * host.PAGE * host.D_QK)  # sQ + 2 pages, bytes
+            why = check_p_exchange(f_main.__ptx__, sp_off) if getattr(f_main, "__ptx__", None) else "no PTX kept"
+            line += f" | P exchange replay: {why or 'ok (256 threads, 4096 cells once, ldmatrix rows ok)'}"
+            bad += why is not None
         print(line, flush=True)
     return 1 if bad else 0
 

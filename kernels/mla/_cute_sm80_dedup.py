@@ -7,8 +7,10 @@ S[:, 32g:32g+32] (the same 4-warp tiled MMA, on half of the page rows), so QK^T 
 * row max: thread ``mtid`` of group g holds the same rows as thread ``mtid`` of group 1-g, so
   each thread publishes its quad-reduced maxima in ``sRed[g, mtid, r]`` and reads its partner's;
   both groups then use the identical running max, hence the identical rescale factor;
-* P: each group stores its bf16 probabilities into its 32 columns of a swizzled 64x64 ``sP``;
-  after a barrier both groups ldmatrix the full P as the A operand of their half of O = P V;
+* P: each group stores its bf16 probabilities into its own 64x32 half of ``sP`` (the halves are
+  2048 elements apart, each 64B-row swizzled); after a barrier both groups ldmatrix the full P
+  as the A operand of their half of O = P V.  ``_cute_ptxreplay`` checks these addresses in the
+  PTX (the first GPU run failed because group 1's stores landed on wrong cells, see there);
 * row sums stay per-group partial until the epilogue, where the partners add them.
 
 Per page: barrier A (page landed; the prefetch of the next page is issued right after it, when
@@ -67,7 +69,14 @@ class MlaSplitSm80Dedup(MlaSplitSm80):
         )
         sQ_layout = cute.tile_to_shape(atom, (BLOCK_M, D_QK), (0, 1))
         sKV_layout = cute.tile_to_shape(atom, (PAGE, D_QK, self.stages), (0, 1, 2))
-        sP_layout = cute.tile_to_shape(atom, (BLOCK_M, PAGE), (0, 1))
+        # P: two 64x32 halves, 2048 elements apart, each 64B-row swizzled (Swizzle<2,3,3>: conflict-free
+        # for the C-layout stores and the ldmatrix reads).  Why not the 128B atom above: group 1's half
+        # would start at column 32, an offset inside the swizzle's XOR bits, and the DSL (4.8.1)
+        # lowers such a swizzled-tensor offset wrongly (adds it AND xors it in; see notes/cute.md).
+        atom_p = cute.make_composed_layout(
+            cute.make_swizzle(2, 3, 3), 0, cute.make_layout((8, HALF), stride=(HALF, 1))
+        )
+        sP_layout = cute.tile_to_shape(atom_p, (BLOCK_M, PAGE), (0, 1))
         # (group, thread in group, row slot): partner exchange of maxima and sums
         red_layout = cute.make_layout((2, 128, 2), stride=(256, 2, 1))
 

@@ -8,11 +8,34 @@ process: no step bookkeeping runs), to test ``--resume``.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from .suite import DEFAULT_TRIALS, SuiteOutcome
 
-__all__ = ["SimulatedKill", "FakeSuiteRunner", "make_toy_project", "TOY_SPEC", "TOY_V1"]
+__all__ = ["SimulatedKill", "FakeSuiteRunner", "make_toy_project", "TOY_SPEC", "TOY_V1", "isolated_kernel_modules"]
+
+
+@contextlib.contextmanager
+def isolated_kernel_modules() -> Iterator[None]:
+    """Give back ``kforge_kernels.*`` as it was and drop the registry's caches, so a test that loads
+    a temporary kernels folder leaves the real one importable for the tests after it."""
+    from .. import registry
+
+    def ours() -> list[str]:
+        return [k for k in sys.modules if k == "kforge_kernels" or k.startswith("kforge_kernels.")]
+
+    saved = {k: sys.modules[k] for k in ours()}
+    try:
+        yield
+    finally:
+        for k in ours():
+            del sys.modules[k]
+        sys.modules.update(saved)
+        registry._load_kernel.cache_clear()
+        registry._version_cache.clear()
 
 
 class SimulatedKill(BaseException):

@@ -113,8 +113,9 @@ class Orchestrator:
                 st = RunState.create(self.o.runs_dir, self.o.kernel, self.o.to_json())
                 self.out(f"run {st.run_id}: {self.o.kernel}, {self.o.iterations} iteration(s), agents "
                          f"{self.o.agents}{', dry run' if self.o.dry_run else ''} -> {st.dir}")
-            if compat.FALLBACKS:
-                st.notes.append(f"stand-ins used for missing modules: {', '.join(compat.FALLBACKS)}")
+            note = f"stand-ins used for missing modules: {', '.join(compat.FALLBACKS)}"
+            if compat.FALLBACKS and note not in st.notes:
+                st.notes.append(note)
             self.state = st
             for i in range(1, (1 if self.o.dry_run else self.o.iterations) + 1):
                 for step in STEPS:
