@@ -13,6 +13,8 @@ clock that advances by exactly one measured device time per round, so ``--benchm
 
 from __future__ import annotations
 
+import statistics
+
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -143,6 +145,8 @@ def run_trial(version: Version, trial: TrialConfig, ks: KforgeSession) -> tuple[
     med = res.median_s
     row.update(median_us=med * 1e6, min_us=res.min_s * 1e6, iqr_us=res.iqr_s * 1e6,
                spread_pct=res.spread_pct, rounds=res.rounds, clock=res.clock, flush=res.flush,
+               host_us=statistics.median(res.host_s) * 1e6 if res.host_s else None,
+               samples_us=[x * 1e6 for x in res.samples_s],
                tflops=spec.flops(used.params) / med / 1e12, gbps=spec.min_bytes(used.params) / med / 1e9,
                pct_floor=100.0 * floor_s / med)
     error = side_stream_problem(res) or floor_problem(med, floor_s) or _recheck(version, used, inputs, outputs, ks)

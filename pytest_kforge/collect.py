@@ -130,7 +130,7 @@ def test_trial(kforge_case: tuple[Version, TrialConfig], kforge_session: KforgeS
     ks.add_result(row)
     if res is not None:
         ident = gpu_identity()
-        extra = {k: row[k] for k in ("tflops", "gbps", "pct_floor", "floor_us", "median_us", "spread_pct",
+        extra = {k: row.get(k) for k in ("tflops", "gbps", "pct_floor", "floor_us", "median_us", "spread_pct", "host_us",
                                      "params", "note", "clock", "error")}
         extra.update(version=version.name, language=version.language, gpu=ident["gpu"],
                      driver=ident["driver"], torch=ident["torch"], cuda_tile=ident["cuda-tile"],

@@ -169,10 +169,16 @@ def check_direct_epilogue(ptx: str, s: int, h: int) -> str | None:
         lse_idx: dict[int, int] = {}
         for tid in range(256):
             regs = replay(lines, tid, st[-1] + 1, cta=(m_block, 0, 0), params={4: OUT_BASE, 5: LSE_BASE})
+            n_lse = 0
             for i in st:
                 a = _addr(regs, lines[i])
-                if a >= LSE_BASE:
-                    if tid < 128 and tid % 4 == 0:  # the source's `grp == 0 and mtid % 4 == 0`
+                if a >= LSE_BASE:  # the r-th lse store is row r*8 of this thread's two rows
+                    row = 64 * m_block + 16 * ((tid % 128) // 32) + (tid % 32) // 4 + 8 * n_lse
+                    n_lse += 1
+                    # only `grp == 0 and mtid % 4 == 0` store, and only rows < s*h
+                    if tid < 128 and tid % 4 == 0 and row < rows:
+                        if (a - LSE_BASE) // 4 != (row % h) * s + row // h:
+                            return f"thread {tid} of row block {m_block} writes lse of row {row} to the wrong slot."
                         lse_idx[(a - LSE_BASE) // 4] = lse_idx.get((a - LSE_BASE) // 4, 0) + 1
                 elif a >= OUT_BASE and (a - OUT_BASE) // 1024 < rows:  # rows >= s*h are predicated off
                     for b in range(a - OUT_BASE, a - OUT_BASE + 4):
@@ -181,7 +187,7 @@ def check_direct_epilogue(ptx: str, s: int, h: int) -> str | None:
         if set(out_bytes) != set(range(lo * 1024, hi * 1024)) or max(out_bytes.values()) != 1:
             return f"row block {m_block}: out stores cover {len(out_bytes)} bytes instead of {(hi - lo) * 1024} once each."
         want = {(r % h) * s + r // h for r in range(lo, hi)}
-        got = {k for k in lse_idx if k < rows}
+        got = set(lse_idx)
         if got != want or max(lse_idx[k] for k in got) != 1:
             return f"row block {m_block}: lse stores hit {len(got & want)} of {len(want)} [h, s] slots."
     return None

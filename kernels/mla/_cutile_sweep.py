@@ -32,6 +32,7 @@ MANUAL: list[tuple[str, dict[str, Any], str]] = [
     ("v3", {}, "baseline (2 launches: main + combine)"),
     ("v8", {}, "128-row tiles on 2-CTA clusters, TMA multicast of KV"),
     ("v8", {"COMBINE_COLS": 64}, "v8, fused combine in 64-column steps"),
+    ("v8", {"LAZY": "never"}, "v8 without the lazy-rescale branch (its max is cluster-wide)"),
     ("v8", {"KV_LATENCY": 4}, "v8, KV load latency hint 4"),
     ("v5", {}, "fused combine, 1 launch"),
     ("v6", {}, "v5 + lazy rescale on 1-split launches (spec)"),

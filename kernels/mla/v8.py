@@ -179,13 +179,13 @@ def _build(shp: cc.MLAShape, cfg: dict[str, Any], dev: Any) -> plan.Plan:
     mode = str(cfg["LAZY"])
     if mode not in ("direct", "always", "never"):
         raise ValueError(f"LAZY must be 'direct', 'always' or 'never', got {mode!r}")
-    if ct is None:
-        raise RuntimeError("cuda.tile is not installed; install the gpu extra (pip install 'cuda-tile[tileiras]')")
     nctas = int(cfg["NUM_CTAS"] or 1)
     if nctas not in (1, 2, 4):
         raise ValueError(f"NUM_CTAS must be 1, 2 or 4, got {nctas}")
     if bh // nctas != 64:
         raise ValueError(f"BLOCK_H / NUM_CTAS must be 64 (wgmma needs 64-row tiles per CTA), got {bh}/{nctas}")
+    if ct is None:
+        raise RuntimeError("cuda.tile is not installed; install the gpu extra (pip install 'cuda-tile[tileiras]')")
     if shp.rows <= 64:  # one 64-row tile holds every row: a cluster would only add padding CTAs
         bh, nctas = 64, 1
     ns = pick_splits(shp.b, shp.s, shp.h, shp.max_pages, {**cfg, "BLOCK_H": bh},
