@@ -65,6 +65,12 @@ def main(argv: list[str]) -> int:
             why = check_p_exchange(f_main.__ptx__, sp_off) if getattr(f_main, "__ptx__", None) else "no PTX kept"
             line += f" | P exchange replay: {why or 'ok (256 threads, 4096 cells once, ldmatrix rows ok)'}"
             bad += why is not None
+            if rest and rest[0] == "direct" and getattr(f_main, "__ptx__", None):
+                from kforge_kernels.mla._cute_ptxreplay import check_direct_epilogue
+
+                why = check_direct_epilogue(f_main.__ptx__, int(s), int(h))
+                line += f" | direct epilogue replay: {why or 'ok (every out byte / lse slot once)'}"
+                bad += why is not None
         print(line, flush=True)
     return 1 if bad else 0
 

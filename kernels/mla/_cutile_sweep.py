@@ -20,6 +20,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -34,6 +35,7 @@ MANUAL: list[tuple[str, dict[str, Any], str]] = [
     ("v8", {"COMBINE_COLS": 64}, "v8, fused combine in 64-column steps"),
     ("v8", {"LAZY": "never"}, "v8 without the lazy-rescale branch (its max is cluster-wide)"),
     ("v8", {"KV_LATENCY": 4}, "v8, KV load latency hint 4"),
+    ("v8", {"BLOCK_H": 256, "NUM_CTAS": 4}, "4-CTA clusters, each page multicast to 256 rows (spec; decode stays 2)"),
     ("v5", {}, "fused combine, 1 launch"),
     ("v6", {}, "v5 + lazy rescale on 1-split launches (spec)"),
     ("v6", {"LAZY": "always"}, "lazy rescale on decode too (tileiras drops warp specialisation)"),
@@ -54,7 +56,8 @@ CHILD_TIMEOUT_S = 200
 
 
 def _out_dir() -> Path:
-    return Path(os.environ.get("OUT") or ".")
+    """$OUT on the device machine; elsewhere the temp dir (never litter the checkout)."""
+    return Path(os.environ.get("OUT") or tempfile.gettempdir())
 
 
 def _log(text: str) -> None:
@@ -139,6 +142,14 @@ def main(argv: list[str]) -> int:
     if argv and argv[0] == "--child":
         print(json.dumps(child(int(argv[1]))))
         return 0
+    if "-h" in argv or "--help" in argv:
+        print(__doc__)
+        return 0
+    import torch
+
+    if not torch.cuda.is_available():
+        print("ERROR: no CUDA device here; run the sweep on the H200 (source /tmp/kforge-gpu/env.sh first)")
+        return 2
     t_start = time.time()
     budget = float(argv[argv.index("--budget") + 1]) if "--budget" in argv else 240.0
     only = set(argv[argv.index("--only") + 1].split(",")) if "--only" in argv else None
@@ -148,7 +159,13 @@ def main(argv: list[str]) -> int:
     # ---- phase 1: correctness + compiles, one process per variant, in parallel; the manual
     # variants first, then the NUM_SPLITS sweep (it reuses their compiled kernels from the disk cache)
     checks: dict[int, dict[str, Any]] = {}
+    skipped: list[str] = []
     for group in ([i for i in todo if i < len(MANUAL)], [i for i in todo if i >= len(MANUAL)]):
+        if group and time.time() - t_start > budget:  # no new variants once the budget is spent
+            for i in group:
+                checks[i] = {"cases": [], "error": "skipped: time budget spent before its correctness check"}
+                skipped.append(_label(*VARIANTS[i][:2]))
+            continue
         procs = {i: subprocess.Popen([sys.executable, str(HERE), "--child", str(i)], stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True, cwd=str(ROOT)) for i in group}
         for i, p in procs.items():
@@ -168,7 +185,7 @@ def main(argv: list[str]) -> int:
     mla = _mla()
     spec = mla.spec
     trial_inputs: dict[str, dict[str, Any]] = {}
-    rows, skipped = [], []
+    rows: list[dict[str, Any]] = []
     for i in todo:
         version, over, why = VARIANTS[i]
         c = checks[i]

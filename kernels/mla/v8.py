@@ -7,8 +7,9 @@ rows while each CTA keeps a 64-row wgmma accumulator; the KV page tiles are the 
 halves, so the pair needs them once per cluster instead of once per CTA (TMA multicast when the
 compiler uses it), halving the L2->SM traffic of the decode trial (h=128: both row tiles of a
 sequence read every page) and of the spec trial.  The split count is chosen for
-``SMs / NUM_CTAS`` cluster slots; shapes with at most 64 folded rows use v6's 64-row tile on
-one CTA.
+``SMs / NUM_CTAS`` cluster slots; the cluster shrinks for shapes with few folded rows (at most
+64 rows: v6's 64-row tile on one CTA).  ``BLOCK_H=256, NUM_CTAS=4`` (4-CTA clusters, each page
+multicast to 256 rows) is a sweep variant for the spec trial.
 
 Compile facts (tileiras 13.4, CPU compile check): grid counts clusters (``.blocksareclusters``,
 ``.reqnctapercluster 2``), 384 threads, 168 regs, wgmma m64n256/m64n32, 34 TMA multicast
@@ -166,7 +167,8 @@ def supports(params: dict[str, int]) -> str | None:
 
 def _build(shp: cc.MLAShape, cfg: dict[str, Any], dev: Any) -> plan.Plan:
     bh = int(cfg["BLOCK_H"])
-    cc.check_block_h(bh)
+    if bh not in (64, 128, 256):
+        raise ValueError(f"BLOCK_H must be 64, 128 or 256 (64 rows per CTA of the cluster), got {bh}")
     lat = int(cfg["KV_LATENCY"] or 0)
     if not 0 <= lat <= 10:
         raise ValueError(f"KV_LATENCY must be None or 1..10, got {lat}")
@@ -186,8 +188,9 @@ def _build(shp: cc.MLAShape, cfg: dict[str, Any], dev: Any) -> plan.Plan:
         raise ValueError(f"BLOCK_H / NUM_CTAS must be 64 (wgmma needs 64-row tiles per CTA), got {bh}/{nctas}")
     if ct is None:
         raise RuntimeError("cuda.tile is not installed; install the gpu extra (pip install 'cuda-tile[tileiras]')")
-    if shp.rows <= 64:  # one 64-row tile holds every row: a cluster would only add padding CTAs
-        bh, nctas = 64, 1
+    while nctas > 1 and shp.rows <= 64 * (nctas // 2):  # never a cluster CTA of pure padding rows
+        nctas //= 2
+    bh = 64 * nctas
     ns = pick_splits(shp.b, shp.s, shp.h, shp.max_pages, {**cfg, "BLOCK_H": bh},
                      cc.sm_count(cc.device_index(dev)) // nctas)
     # the rescale branch plus the fused combine's branch make tileiras drop warp specialisation
