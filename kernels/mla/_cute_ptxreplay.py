@@ -79,7 +79,7 @@ def replay(
                     x, y = _sx(x), _sx(y)
                 regs[a[0]] = (x * y) & M64
             elif base == "mov":
-                regs[a[0]] = 0 if "shmem" in a[1] else val(a[1])
+                regs[a[0]] = 0 if "shmem" in a[1] else val(a[1]) & mask
             elif base == "shfl":
                 regs[a[0]] = val(a[1])
             elif base == "add":
@@ -104,7 +104,7 @@ def replay(
                 regs[a[0]] = int({"eq": x == y, "ne": x != y, "lt": x < y, "le": x <= y, "gt": x > y,
                                   "ge": x >= y}.get(cmp, False))
             elif base == "selp":
-                regs[a[0]] = val(a[1]) if regs.get(a[3]) else val(a[2])
+                regs[a[0]] = (val(a[1]) if regs.get(a[3]) else val(a[2])) & mask
         except (ValueError, IndexError):
             continue
     return regs

@@ -1,0 +1,89 @@
+"""The devlog's current-best table, rendered from a suite results JSON (``--kforge-json``).
+
+Only measured, correct rows count; the best version is listed first (ranked by the mean
+percentage of the roofline floor over the trials it ran), so the orchestrator's ANALYZE step,
+which takes the first version named in the ``best`` block, starts from it::
+
+    python -m pytest_kforge.devlog best --from-json suite.json [--devlog docs/kernels/mla.md] \\
+        [--command "pytest --kernel mla --kernel-version all --kforge-json suite.json"]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .fsutil import replace_marked_block
+
+__all__ = ["best_rows", "render_best", "main"]
+
+
+def best_rows(results: Iterable[Mapping[str, Any]], trials: Sequence[str] = ("decode", "spec")) -> list[dict[str, Any]]:
+    """One row per version with each trial's median, TFLOP/s and % of floor, best first."""
+    by_version: dict[str, dict[str, Any]] = {}
+    for r in results:
+        if not r.get("correct") or r.get("error") or r.get("median_us") is None:
+            continue
+        row = by_version.setdefault(r["version"], {"version": r["version"], "language": r.get("language", "")})
+        row[r["trial"]] = {k: r.get(k) for k in ("median_us", "tflops", "pct_floor", "spread_pct", "id", "note")}
+    rows = list(by_version.values())
+
+    def score(row: dict[str, Any]) -> float:
+        pcts = [row[t]["pct_floor"] for t in trials if t in row and row[t].get("pct_floor")]
+        return statistics.fmean(pcts) * len(pcts) / len(trials) if pcts else 0.0
+
+    return sorted(rows, key=score, reverse=True)
+
+
+def _cell(row: Mapping[str, Any], trial: str, key: str, fmt: str) -> str:
+    v = row.get(trial, {}).get(key)
+    return "-" if v is None else fmt.format(v)
+
+
+def render_best(rows: Sequence[Mapping[str, Any]], *, gpu: str | None, command: str, date: str = "") -> str:
+    head = ("| Version | DSL | decode us | spec us | decode TFLOP/s | spec TFLOP/s | decode % floor | spec % floor |\n"
+            "|---|---|---|---|---|---|---|---|")
+    lines = [head]
+    for r in rows:
+        lines.append(
+            f"| {r['version']} | {r.get('language', '')} | {_cell(r, 'decode', 'median_us', '{:.1f}')} | "
+            f"{_cell(r, 'spec', 'median_us', '{:.1f}')} | {_cell(r, 'decode', 'tflops', '{:.0f}')} | "
+            f"{_cell(r, 'spec', 'tflops', '{:.0f}')} | {_cell(r, 'decode', 'pct_floor', '{:.1f}')} | "
+            f"{_cell(r, 'spec', 'pct_floor', '{:.1f}')} |")
+    notes = sorted({r[t]["note"] for r in rows for t in ("decode", "spec") if t in r and r[t].get("note")})
+    tail = [f"Measured on {gpu or 'an unknown GPU'}{(' on ' + date) if date else ''} with the project's harness "
+            f"(CUDA-event median, L2 flushed before every round; floors at 4.3 TB/s and 790 TFLOP/s): `{command}`."]
+    tail += [f"Note: {n}" for n in notes]
+    return "\n".join(lines) + "\n\n" + "\n".join(tail)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m pytest_kforge.devlog")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("best", help="rewrite the devlog's current-best table from a results JSON")
+    b.add_argument("--from-json", required=True, type=Path, help="a --kforge-json results file")
+    b.add_argument("--devlog", type=Path, help="write the `best` block of this devlog (else print)")
+    b.add_argument("--command", default="pytest --kernel mla --kernel-version all", help="the command that measured it")
+    args = ap.parse_args(argv)
+    try:
+        data = json.loads(args.from_json.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        print(f"devlog: cannot read {args.from_json}: {exc}; pass a file written by --kforge-json", file=sys.stderr)
+        return 2
+    text = render_best(best_rows(data.get("results", [])), gpu=data.get("gpu"), command=args.command,
+                       date=str(data.get("started", ""))[:10])
+    if args.devlog:
+        replace_marked_block(args.devlog, "best", text, heading="## Current best")
+        print(f"devlog: wrote the current-best table of {args.devlog}")
+    else:
+        print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

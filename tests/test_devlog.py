@@ -1,0 +1,44 @@
+"""The devlog's current-best table from a results JSON."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pytest_kforge.devlog import best_rows, main, render_best
+
+
+def _row(version: str, trial: str, us: float, pct: float, correct: bool = True, error: str | None = None) -> dict:
+    return {"version": version, "language": "torch", "trial": trial, "id": trial, "median_us": us, "tflops": 1.0,
+            "pct_floor": pct, "spread_pct": 1.0, "note": "", "correct": correct, "error": error}
+
+
+def test_best_first_and_failures_left_out() -> None:
+    rows = best_rows([_row("v0", "decode", 2000, 2), _row("v0", "spec", 17000, 4),
+                      _row("v3", "decode", 100, 45), _row("v3", "spec", 1200, 60),
+                      _row("v9", "decode", 10, 99, correct=False), _row("v8", "spec", 5, 99, error="below floor")])
+    assert [r["version"] for r in rows] == ["v3", "v0"]
+    text = render_best(rows, gpu="NVIDIA H200", command="pytest --kernel mla")
+    assert text.splitlines()[2].startswith("| v3 | torch | 100.0 | 1200.0 |")
+    assert "v9" not in text and "v8" not in text
+
+
+def test_one_trial_only_ranks_below_a_version_with_both() -> None:
+    rows = best_rows([_row("v1", "decode", 50, 90), _row("v2", "decode", 60, 80), _row("v2", "spec", 900, 80)])
+    assert [r["version"] for r in rows] == ["v2", "v1"]
+
+
+def test_cli_writes_the_block_and_keeps_the_rest(tmp_path: Path) -> None:
+    log = tmp_path / "mla.md"
+    log.write_text("# devlog\n\nhuman text\n<!-- kforge:best:start -->\nold\n<!-- kforge:best:end -->\ntail\n")
+    js = tmp_path / "s.json"
+    js.write_text(json.dumps({"gpu": "G", "started": "2026-12-02T00:00", "results": [_row("v3", "decode", 100, 45)]}))
+    assert main(["best", "--from-json", str(js), "--devlog", str(log)]) == 0
+    text = log.read_text()
+    assert "human text" in text and "tail" in text and "old" not in text and "| v3 |" in text
+
+
+def test_cli_unreadable_json_is_one_line(tmp_path: Path, capsys) -> None:
+    assert main(["best", "--from-json", str(tmp_path / "missing.json")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "cannot read" in err
