@@ -14,15 +14,12 @@ from pytest_kforge import contracts as C  # noqa: E402
 from pytest_kforge.orchestrate.agents.anthropic_backend import (  # noqa: E402
     AnthropicDesigner, AnthropicProfiler, cost_usd, make_client)
 from pytest_kforge.orchestrate.agents.base import AgentContext, AgentContractError  # noqa: E402
-from pytest_kforge.orchestrate.fakes import isolated_kernel_modules, make_toy_project  # noqa: E402
+from pytest_kforge.orchestrate.fakes import make_toy_project  # noqa: E402
 
 DATA = Path(__file__).parent / "data" / "transcripts"
 
 
-@pytest.fixture(autouse=True)
-def _isolate_kernel_modules():
-    with isolated_kernel_modules():
-        yield
+pytestmark = pytest.mark.usefixtures("isolated_kernels")  # tests/conftest.py
 
 
 class Recorder:

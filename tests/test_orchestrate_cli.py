@@ -11,15 +11,12 @@ import pytest
 
 import pytest_kforge.orchestrate.loop as loop
 from pytest_kforge.orchestrate.__main__ import main
-from pytest_kforge.orchestrate.fakes import FakeSuiteRunner, isolated_kernel_modules, make_toy_project
+from pytest_kforge.orchestrate.fakes import FakeSuiteRunner, make_toy_project
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(autouse=True)
-def _isolate_kernel_modules():
-    with isolated_kernel_modules():
-        yield
+pytestmark = pytest.mark.usefixtures("isolated_kernels")  # tests/conftest.py
 
 
 @pytest.fixture

@@ -11,8 +11,7 @@ import pytest
 from pytest_kforge import contracts as C
 from pytest_kforge.fsutil import LockTimeout, file_lock
 from pytest_kforge.orchestrate.agents.replay import ReplayDesigner, ReplayProfiler
-from pytest_kforge.orchestrate.fakes import (FakeSuiteRunner, SimulatedKill, isolated_kernel_modules,
-                                             make_toy_project)
+from pytest_kforge.orchestrate.fakes import FakeSuiteRunner, SimulatedKill, make_toy_project
 from pytest_kforge.orchestrate.loop import Options, Orchestrator, StepFailed
 from pytest_kforge.orchestrate.state import RunState
 from pytest_kforge.orchestrate.summary import summary_rows, write_summary
@@ -24,10 +23,7 @@ TIMES = {"v1": {"decode": 100.0, "spec": 900.0}, "v2": {"decode": 80.0, "spec": 
          "v3": {"decode": 85.0, "spec": 1000.0}}
 
 
-@pytest.fixture(autouse=True)
-def _isolate_kernel_modules():
-    with isolated_kernel_modules():
-        yield
+pytestmark = pytest.mark.usefixtures("isolated_kernels")  # tests/conftest.py
 
 
 def contract(version: str, params: dict[str, int], us: float, occ: float = 24.0) -> dict[str, list[str]]:

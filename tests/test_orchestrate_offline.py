@@ -12,17 +12,14 @@ from pytest_kforge import contracts as C
 from pytest_kforge.knowledge import KnowledgeBase
 from pytest_kforge.orchestrate.agents.base import AgentContext, DesignImpossible
 from pytest_kforge.orchestrate.agents.offline import OfflineDesigner, OfflineProfiler, propose_config
-from pytest_kforge.orchestrate.fakes import FakeSuiteRunner, isolated_kernel_modules, make_toy_project
+from pytest_kforge.orchestrate.fakes import FakeSuiteRunner, make_toy_project
 from pytest_kforge.orchestrate.loop import Options, Orchestrator
 from pytest_kforge.registry import Registry
 
 DECODE = {"b": 32, "s": 1, "t": 4096, "h": 128}
 
 
-@pytest.fixture(autouse=True)
-def _isolate_kernel_modules():
-    with isolated_kernel_modules():
-        yield
+pytestmark = pytest.mark.usefixtures("isolated_kernels")  # tests/conftest.py
 
 
 def task(current: str, new: str, *names: str) -> C.OptimizationTask:

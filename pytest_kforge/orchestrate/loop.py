@@ -9,22 +9,18 @@ one line per step.  A lock on ``runs/<kernel>.orchestrate.lock`` keeps two runs 
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ..errors import KforgeError
-from ..fsutil import atomic_write_text, file_lock, replace_marked_block
-from . import compat, learn, strategy
-from .agents.base import AgentContext, DesignImpossible
-from .agents.offline import (OfflineProfiler, metrics_from_contract, next_version_name, propose_config,
-                             tried_configs)
-from .evaluate import decide, goals_met, parse_goal, rows_by_trial, version_correct
-from .select import select_language
+from ..fsutil import file_lock
+from . import compat
+from .evaluate import parse_goal
 from .state import STEPS, RunState
-from .suite import DEFAULT_TRIALS, SuiteRunner, oom_notes
+from .steps import Steps
+from .suite import SuiteRunner
 
 __all__ = ["Options", "Orchestrator", "StepFailed", "DRY_STEPS", "gpu_available"]
 
@@ -72,7 +68,9 @@ class Options:
         return {k: (str(v) if isinstance(v, Path) else v) for k, v in dataclasses.asdict(self).items()}
 
 
-class Orchestrator:
+class Orchestrator(Steps):
+    """The driver: runs the steps of :mod:`.steps` in order, records them, resumes a run."""
+
     def __init__(self, options: Options, *, profiler: Any, designer: Any, runner: SuiteRunner,
                  knowledge: Any = None, has_gpu: bool | None = None, out: Callable[[str], None] = print) -> None:
         self.o = options
@@ -144,7 +142,7 @@ class Orchestrator:
             return
         self.out(f"[{key}] ...")
         rec = st.begin(key, {"current": self.ctx.get("current"), "iteration": i})
-        self._usage: dict[str, int] = {}
+        self._usage = {}
         self._cost = 0.0
         t0 = time.monotonic()
         try:
@@ -158,299 +156,3 @@ class Orchestrator:
         self.ctx.update(outputs)
         tok = f" [{sum(self._usage.values())} tokens, ${self._cost:.4f}]" if self._usage else ""
         self.out(f"[{key}] {outputs.get('line', 'ok')}{tok}")
-
-    def _agent_ctx(self, key: str, **kw: Any) -> AgentContext:
-        return AgentContext(root=self.o.root, kernels_dir=self.o.kernels_dir, kernel=self.o.kernel,  # type: ignore[arg-type]
-                            step_key=key, runner=self.runner, knowledge=self.kb,
-                            can_profile=not self.o.dry_run and self.has_gpu,
-                            reports_dir=self.o.root / "reports", timeout_s=self.o.timeout_s,
-                            run_dir=self.state.dir if self.state else None, **kw)
-
-    def _record(self, key: str, label: str, actx: AgentContext) -> None:
-        assert self.state is not None
-        for k, v in actx.usage.items():
-            self._usage[k] = self._usage.get(k, 0) + v
-        self._cost += actx.cost_usd
-        actx.exchange["usage"], actx.exchange["cost_usd"], actx.exchange["notes"] = actx.usage, actx.cost_usd, actx.notes
-        self.state.save_exchange(key, label, actx.exchange)
-
-    def _rel(self, path: str) -> str:
-        p = Path(path)
-        return p.relative_to(self.o.root).as_posix() if p.is_absolute() and p.is_relative_to(self.o.root) else path
-
-    def _results(self, path: str | None) -> dict[str, Any] | None:
-        if not path or not Path(path).exists():
-            return None
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-
-    # -- 1 ANALYZE -----------------------------------------------------------------------------
-    def step_analyze(self, i: int, key: str) -> dict[str, Any]:
-        from ..registry import Registry
-
-        kernel = Registry(self.o.kernels_dir).kernel(self.o.kernel)  # type: ignore[arg-type]
-        names = kernel.version_names()
-        text = self.devlog.read_text(encoding="utf-8") if self.devlog.exists() else ""
-        if i == 1:
-            current = self.o.from_version or learn.best_version_from_devlog(text, names) or names[-1]
-            if current not in names:
-                raise KforgeError(f"--from {current!r} is not a version of {self.o.kernel}; it has "
-                                  f"{', '.join(names)}; pick one of those")
-        else:
-            current = self.ctx["current"]
-        results_path = self.ctx.get("latest_results") or self._find_results(current)
-        stress = bool(learn.re.search(r"stress (config|trial)[^.\n]{0,60}(needed|required)", text, learn.re.I))
-        trials = list(getattr(kernel.spec, "default_trials", DEFAULT_TRIALS))
-        if stress and "stress" in getattr(kernel.spec, "trials", {}):
-            trials.append("stress")  # the devlog says the first two configs are not enough
-        params = {t: dict(kernel.spec.trials[t]) for t in trials if t in getattr(kernel.spec, "trials", {})}
-        rows = rows_by_trial(self._results(results_path) or {}, current)
-        line = (f"current {current} ({kernel.version(current).language}); devlog "
-                f"{'found' if text else 'missing'}; results {'from ' + Path(results_path).name if results_path else 'none'}"
-                + "".join(f"; {t} {r.get('median_us')} us" for t, r in rows.items()))
-        out = {"current": current, "current_language": kernel.version(current).language, "results_path": results_path,
-               "devlog_overview": learn.read_block(text, "overview")[:2000], "devlog_best": learn.read_block(text, "best"),
-               "trials": trials, "trial_params": params, "line": line}
-        if i == 1:
-            out["start"] = {"version": current, "rows": rows}
-        return out
-
-    def _find_results(self, version: str) -> str | None:
-        cands = [Path(self.o.results)] if self.o.results else []
-        assert self.o.runs_dir is not None
-        found = list(self.o.runs_dir.glob("*/verify-*.json"))
-        found += list((self.o.root / "reports" / self.o.kernel).glob("*results*.json"))
-        cands += sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)
-        for p in cands:
-            try:
-                data = json.loads(p.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                continue
-            if data.get("kernel") == self.o.kernel and rows_by_trial(data, version):
-                return str(p)
-        return None
-
-    # -- 2 PROFILE -----------------------------------------------------------------------------
-    def step_profile(self, i: int, key: str) -> dict[str, Any]:
-        current = self.ctx["current"]
-        by_version = dict(self.ctx.get("profiles_by_version", {}))
-        results = self._results(self.ctx.get("results_path"))
-        profiles: dict[str, Any] = dict(by_version.get(current, {}))
-        reused = sorted(profiles)
-        profiler = OfflineProfiler() if self.o.dry_run else self.profiler
-        notes: list[str] = []
-        for trial in self.ctx["trials"]:
-            if trial in profiles:
-                continue
-            actx = self._agent_ctx(key, results=results, profiles=profiles)
-            if self.o.dry_run:
-                actx.can_profile = False  # a dry run reads existing reports and results only
-            try:
-                c = profiler.profile(self.o.kernel, current, trial, self.ctx["trial_params"].get(trial, {}),
-                                     context=actx)
-            except DesignImpossible as exc:
-                if not self.o.dry_run:
-                    raise
-                notes.append(str(exc))
-                continue
-            finally:
-                if not self.o.dry_run:
-                    self._record(key, f"profiler-{trial}", actx)
-            notes += actx.notes
-            profiles[trial] = self._contract_dict(c)
-        metrics = {t: self._metrics(d) for t, d in profiles.items()}
-        by_version[current] = profiles
-        if profiles and not self.o.dry_run:
-            body = learn.perf_body(self.o.root, self.o.kernel, current, profiles, self.state.run_id)  # type: ignore[union-attr]
-            replace_marked_block(self.devlog, "perf", body, heading="## Performance")
-        line = "; ".join(f"{t}: {d['bottleneck']}-bound, {d['stages'][0]['duration_us']:.1f} us first stage"
-                         for t, d in profiles.items()) or "no profile data"
-        if reused:
-            line += f" (reused {', '.join(reused)} from an earlier step)"
-        return {"profiles": profiles, "metrics": metrics, "profiles_by_version": by_version, "profile_notes": notes,
-                "line": line}
-
-    @staticmethod
-    def _contract_dict(c: Any) -> dict[str, Any]:
-        d = c.to_dict()
-        if isinstance(getattr(c, "metrics", None), dict):
-            d["metrics"] = dict(c.metrics)  # raw ncu metrics from the report, for catalog matching
-        return d
-
-    def _metrics(self, contract_dict: dict[str, Any]) -> dict[str, float]:
-        C = compat.contracts
-        m = metrics_from_contract(C.ProfileContract.from_dict(contract_dict))
-        m.update({k: float(v) for k, v in (contract_dict.get("metrics") or {}).items() if isinstance(v, (int, float))})
-        return m
-
-    # -- 3 SELECT ------------------------------------------------------------------------------
-    def step_select(self, i: int, key: str) -> dict[str, Any]:
-        cands = []
-        for d in self.ctx.get("profiles", {}).values():
-            for o in d.get("opportunities", []):
-                cands.append({"name": o["name"], "title": o.get("entry", "")})
-        for m in self.ctx.get("metrics", {}).values():
-            cands += [compat.match_fields(x) for x in self.kb.match(m, kernel_tags=(self.o.kernel,))][:3]
-        sel = select_language(cands, self.ctx["current_language"])
-        design_language = sel.language
-        line = f"{sel.language}: {sel.reason}"
-        if self.o.agents == "offline" and sel.language != self.ctx["current_language"]:
-            design_language = self.ctx["current_language"]
-            line += (f"; the offline designer changes CONFIG only, so it stays in {design_language} "
-                     f"(deferred to an LLM designer: {', '.join(sel.cute_level) or 'a language switch'})")
-        return {"selection": sel.to_dict(), "design_language": design_language, "line": line}
-
-    # -- 4 STRATEGIZE --------------------------------------------------------------------------
-    def step_strategize(self, i: int, key: str) -> dict[str, Any]:
-        current = self.ctx["current"]
-        apply, avoid = strategy.pick_entries(self.kb, self.ctx.get("metrics", {}), self.ctx.get("profiles", {}),
-                                             kernel=self.o.kernel, language=self.ctx["design_language"])
-        planned = [{"name": a["title"] or a["name"], "entry": a["name"], "languages": a["languages"],
-                    "config": a["config"], "link": self._rel(a["path"]),
-                    "rationale": f"catalog match on {a['trial']} ({a['trigger'] or 'profile opportunity'}), "
-                                 f"est. {a['est_gain_pct']:g}% gain"} for a in apply]
-        if not planned:
-            planned = [{"name": "manual promising tile", "entry": "", "languages": [], "config": {}, "link": "",
-                        "rationale": "no catalog entry matches the profile, so try the next hand-picked tile or "
-                                     "split value (seed tuning policy: manual promising tiles first)"}]
-        history = self.ctx.get("history", [])
-        phase, why = strategy.tuning_phase(history, current, self.o.autotune_budget_s)
-        new_version = next_version_name(self.o.kernels_dir / self.o.kernel)  # type: ignore[operator]
-        out: dict[str, Any] = {"planned": planned, "avoid": [a["name"] for a in avoid], "tuning": phase,
-                               "tuning_why": why, "new_version": new_version}
-        if self.o.agents == "offline" or self.o.dry_run:
-            from ..registry import Registry
-
-            parent = Registry(self.o.kernels_dir).kernel(self.o.kernel).version(current)  # type: ignore[arg-type]
-            prop = propose_config(parent.config, planned, tried_configs(self.o.kernels_dir / self.o.kernel))  # type: ignore[operator]
-            out["proposed_change"] = prop[1] if prop else ["none applicable (CONFIG has no known knob)"]
-        if phase == "stop":
-            out.update({"stop": why, "iteration_stop": i})
-        out["line"] = (f"{len(apply)} catalog entr{'y' if len(apply) == 1 else 'ies'} picked "
-                       f"({', '.join(p['name'] for p in planned)}); tuning: {phase}; next version {new_version}")
-        if self.o.dry_run:
-            self._print_plan(out)
-        return out
-
-    def _print_plan(self, plan: dict[str, Any]) -> None:
-        assert self.state is not None
-        text = strategy.render_plan(self.o.kernel, self.ctx, plan, self.o.goals, self.o.iterations)
-        self.out(text)
-        atomic_write_text(self.state.dir / "plan.txt", text + "\n")
-
-    # -- 5 DESIGN ------------------------------------------------------------------------------
-    def step_design(self, i: int, key: str) -> dict[str, Any]:
-        current, new = self.ctx["current"], self.ctx["new_version"]
-        task = strategy.build_task(kernel=self.o.kernel, current=current, new_version=new,
-                                   profiles=self.ctx.get("profiles", {}), metrics=self.ctx.get("metrics", {}),
-                                   planned=[{**p, "name": p["entry"] or p["name"]} if self.o.agents == "offline" else p
-                                            for p in self.ctx["planned"]],
-                                   selection=self.ctx.get("selection", {}),
-                                   design_language=self.ctx["design_language"], offline=self.o.agents == "offline")
-        actx = self._agent_ctx(key, language=self.ctx["design_language"],
-                               matches=[{"name": p["entry"] or p["name"], "title": p["name"], "config": p["config"],
-                                         "languages": p["languages"]} for p in self.ctx["planned"]],
-                               profiles=self.ctx.get("profiles", {}))
-        actx.exchange["task"] = task.render()
-        try:
-            summary = self.designer.design(task, context=actx)
-        except DesignImpossible as exc:
-            return {"task": task.to_dict(), "stop": str(exc), "iteration_stop": i, "line": f"no design: {exc}"}
-        finally:
-            self._record(key, "designer", actx)
-        path = self.o.kernels_dir / self.o.kernel / f"{summary.version}.py"  # type: ignore[operator]
-        if summary.version != new or not path.exists():
-            raise KforgeError(f"the designer reported {summary.version} but {path} "
-                              f"{'does not exist' if not path.exists() else 'was not the planned ' + new}; the "
-                              f"designer must create kernels/{self.o.kernel}/{new}.py")
-        return {"task": task.to_dict(), "task_md": task.render(), "summary": summary.to_dict(),
-                "line": f"{new} from {current}: {'; '.join(summary.changes)} (designer says {summary.correctness})"}
-
-    # -- 6 VERIFY ------------------------------------------------------------------------------
-    def step_verify(self, i: int, key: str) -> dict[str, Any]:
-        assert self.state is not None
-        current, new = self.ctx["current"], self.ctx["new_version"]
-        out_json = self.state.dir / f"verify-{i}.json"
-        trials = tuple(self.ctx["trials"])
-        outcome = self.runner.run_suite(self.o.kernel, [current, new], out_json=out_json, timeout_s=self.o.timeout_s,
-                                        trials=trials)
-        notes = oom_notes(outcome.results)
-        new_profiles: dict[str, Any] = {}
-        if outcome.ok and outcome.results is not None:
-            if not out_json.exists():
-                atomic_write_text(out_json, json.dumps(outcome.results, indent=1))
-            correct, why = version_correct(outcome.results, new)
-            if not correct:
-                notes.append(f"{new} not profiled: {why}")
-            else:
-                for trial in trials:
-                    actx = self._agent_ctx(key, results=outcome.results)
-                    try:
-                        c = self.profiler.profile(self.o.kernel, new, trial, self.ctx["trial_params"].get(trial, {}),
-                                                  context=actx)
-                        new_profiles[trial] = self._contract_dict(c)
-                    except DesignImpossible as exc:
-                        notes.append(f"no profile of {new} {trial}: {exc}")
-                    finally:
-                        self._record(key, f"profiler-{trial}", actx)
-                    notes += actx.notes
-        by_version = dict(self.ctx.get("profiles_by_version", {}))
-        if new_profiles:
-            by_version[new] = new_profiles
-        line = f"suite {'ran' if outcome.ok else 'FAILED'} ({outcome.reason}, {outcome.wall_s:.0f} s)"
-        line += "".join(f"; note: {n}" for n in notes if "halved" in n or "memory" in n.lower())
-        return {"verify": {"ok": outcome.ok, "reason": outcome.reason, "command": outcome.command,
-                           "wall_s": outcome.wall_s, "results_path": str(out_json) if outcome.results else None},
-                "verify_notes": notes, "profiles_by_version": by_version, "line": line}
-
-    # -- 7 EVALUATE ----------------------------------------------------------------------------
-    def step_evaluate(self, i: int, key: str) -> dict[str, Any]:
-        current, new = self.ctx["current"], self.ctx["new_version"]
-        v = self.ctx["verify"]
-        results = self._results(v.get("results_path")) if v["ok"] else None
-        if results is None:
-            d = {"kept": False, "reason": f"discarded: the suite did not run ({v['reason']})", "per_trial": {}}
-        else:
-            d = decide(results, current, new).to_dict()
-        nxt = new if d["kept"] else current
-        rows = rows_by_trial(results or {}, nxt)
-        goals = [parse_goal(g) for g in self.o.goals]
-        met, glines = goals_met(goals, rows)
-        new_rows = rows_by_trial(results or {}, new)
-        row = {"version": new, "parent": current, "dsl": self.ctx["design_language"], "kept": d["kept"],
-               "why": d["reason"], "verify_s": v.get("wall_s", 0.0),
-               **{f"{t}_us": r.get("median_us") for t, r in new_rows.items()},
-               **{f"{t}_pct_floor": r.get("pct_floor") for t, r in new_rows.items()}}
-        out = {"decision": d, "goal_lines": glines, "goal_met": met, "current": nxt,
-               "current_language": self.ctx["design_language"] if d["kept"] else self.ctx["current_language"],
-               "history": [*self.ctx.get("history", []), row],
-               "latest_results": v.get("results_path") or self.ctx.get("latest_results"),
-               "line": d["reason"] + ("".join(f"; goal {g}" for g in glines))}
-        if met:
-            out["stop"] = f"goal met: {', '.join(self.o.goals)}"
-        return out
-
-    # -- 8 LEARN -------------------------------------------------------------------------------
-    def step_learn(self, i: int, key: str) -> dict[str, Any]:
-        assert self.state is not None
-        current_before = self.ctx["history"][-1]["parent"]
-        new = self.ctx["new_version"]
-        d = self.ctx["decision"]
-        summary = self.ctx.get("summary", {})
-        planned = [p for p in self.ctx.get("planned", []) if p.get("entry")]
-        metrics = self.ctx.get("profiles_by_version", {}).get(new, {})
-        metrics = {t: self._metrics(c) for t, c in metrics.items()}
-        results = self._results(self.ctx["verify"].get("results_path")) or {}
-        updates = learn.learn(self.kb, kernel=self.o.kernel, parent=current_before, new=new,
-                              language=self.ctx["design_language"], decision=d,
-                              applied=[{"name": p["entry"]} for p in planned], changes=summary.get("changes", []),
-                              metrics=self.ctx.get("metrics", {}), gpu=str(results.get("gpu") or "GPU"))
-        gains = [f"{t} {v['gain_pct']:+.0f}%" for t, v in d.get("per_trial", {}).items()]
-        est = ", ".join(f"{p['name']}: {p['rationale'].split('est. ')[-1]}" for p in planned) or "a gain beyond noise"
-        entry = learn.devlog_entry(
-            new=new, parent=current_before, language=self.ctx["design_language"], changes=summary.get("changes", []),
-            rationale=[p["rationale"] + "." for p in self.ctx.get("planned", [])],
-            prediction=f"expected {est}; measured {', '.join(gains) or 'n/a'}", decision=d,
-            rows=rows_by_trial(results, new), metrics=metrics, command=self.ctx["verify"].get("command", ""),
-            run_id=self.state.run_id)
-        learn.append_devlog_entry(self.devlog, entry)
-        return {"learned": updates, "line": f"devlog entry for {new}; knowledge: {'; '.join(updates)}"}

@@ -10,9 +10,12 @@ list of *candidates*, each a tuple of ncu metrics combined by the metric's ``com
 
 Why these names (checked on the project's H200 with ncu 2025.3, see /work/shared/gpu/README.md):
 
-* ``tensor_pct``: ``sm__pipe_tensor_op_gmma_cycles_active`` reads ``n/a`` on the H200 while
-  ``sm__pipe_tensor_op_hmma_cycles_active`` reports wgmma activity too (90% for a cuTile matmul),
-  so hmma comes first; the others are fallbacks and the maximum wins.
+* ``tensor_pct``: ``sm__pipe_tensor_op_hmma_cycles_active`` reports wgmma activity too (90% for a
+  cuTile matmul; 45.5% / 51.4% for the wgmma-only mla v3 decode / spec kernels in the 2026-12-02
+  capture, equal to ``sm__pipe_tensor_cycles_active``), so hmma comes first; the others are
+  fallbacks and the maximum wins.  ``sm__inst_executed_pipe_tensor_op_gmma`` is an issue rate
+  (7.6% on v3 spec), not pipe-busy cycles, so it is the last resort.  ``sm__pipe_tensor_op_gmma_cycles_active``
+  was removed: ncu 2025.3.1 does not list it on GH100 (tests/data/ncu/h200-query-metrics-bases.txt).
 * ``dram_pct``: ``gpu__dram_throughput`` is the stock SpeedOfLight name for CC 9.0;
   ``dram__throughput`` is the older one.
 * ``local_spill_bytes``: local-memory traffic through L1 (loads + stores).  Local memory is mostly
@@ -70,7 +73,6 @@ METRICS: dict[str, MetricDef] = {d.short: d for d in (
     _m("tensor_pct", "%", "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
        "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",
        "sm__inst_executed_pipe_tensor_op_gmma.avg.pct_of_peak_sustained_active",
-       "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active",
        combine="max", desc="tensor-pipe utilisation, % of peak (active cycles)"),
     _m("achieved_occupancy_pct", "%", "sm__warps_active.avg.pct_of_peak_sustained_active",
        desc="achieved occupancy, % of the SM's warp slots"),

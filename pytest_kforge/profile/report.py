@@ -181,7 +181,10 @@ def build_report(kernel: str, version: str, trial: str, params: Mapping[str, int
     cause = root_cause(agg, verdict, dominant=rows[dom].stage if len(rows) > 1 else "", dominant_share=share)
     trigger_metrics = {k: round(x, 4) for k, x in agg.items()}
     find = opportunities or (lambda m, **kw: knowledge_opportunities(m, root=knowledge_root, **kw))
-    opps, opp_notes = find(trigger_metrics, kernel_tags=(kernel,), language=language)
+    # A torch version is the reference; its successor is written in a DSL, so every DSL's entries
+    # apply (on the real H200 capture, language="torch" matched no entry at all for mla v0).
+    kb_language = None if language == "torch" else language
+    opps, opp_notes = find(trigger_metrics, kernel_tags=(kernel,), language=kb_language)
     notes += opp_notes
     base_rows = []
     if baseline:

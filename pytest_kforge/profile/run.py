@@ -109,6 +109,11 @@ def profile_version(kernel: str, version: str, trials: Sequence[str] | None = No
                 if rec_rep.resolve() != out.rep_path.resolve():
                     shutil.copyfile(rec_rep, out.rep_path)
                 extra["source"]["ncu_rep"] = out.rep_path.name
+            else:  # say so, rather than leave a reader looking for a report that never existed
+                extra["source"]["ncu_rep"] = None
+                extra["source"]["ncu_rep_note"] = (f"no .ncu-rep: the recorded capture in {Path(from_csv).name}/ has "
+                                                   f"only {csv_path.name}; the metrics come from that raw CSV")
+                (out_dir / f"{trial}.ncu-rep").unlink(missing_ok=True)  # never a stale one from an older run
         else:
             for ext in (".md", ".json", ".csv"):  # a fault must not leave an older profile looking current
                 (out_dir / f"{trial}{ext}").unlink(missing_ok=True)
