@@ -7,7 +7,7 @@ import re
 from typing import ClassVar, Self
 
 from ._base import ContractError, _Contract, _fmt, _ident, _int, _line, _no_sep, _num
-from ._md import _cell, _enumerated, _heading, _Item, _need, _parse_num, _row_cells, _table
+from ._md import _enumerated, _heading, _Item, _need, _parse_num, _Row, _table
 
 __all__ = ["StageRow", "Opportunity", "BaselineRow", "ProfileContract", "BOTTLENECKS"]
 
