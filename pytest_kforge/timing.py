@@ -4,15 +4,15 @@ On CUDA (:class:`CudaClock`) every round is::
 
     synchronize; host t0                              -> the device is idle
     flush L2 (write a buffer of 2x the L2 size)       -> no round reads a warm cache
+    spin kernel (torch.cuda._sleep) sized to 2x the host launch time, so host launch overhead stays off the device timeline; host_us is reported separately
     start event; launch(); end event                  -> device time = start.elapsed_time(end)
     end.synchronize()                                 -> the timed stream is done
     torch.cuda.synchronize(); host t1                 -> "residual": time other streams still needed
 
-The flush is enqueued *before* the start event and with no synchronize in between, so the
-device is busy flushing while the host issues the version's launches: Python launch overhead
-shorter than the flush (~30 us for 120 MiB) stays off the device timeline, as in serving, where
-decode steps are replayed from CUDA graphs.  Longer host overhead still shows (the GPU waits
-for the launch).  The host time spent issuing ``launch()`` is recorded per round
+The flush and the spin are enqueued *before* the start event with no synchronize in between,
+so the device is busy while the host issues the version's launches (nvbench's "blocking
+kernel"): Python launch overhead stays off the device timeline, as in serving, where decode
+steps are replayed from CUDA graphs.  The host time spent issuing ``launch()`` is recorded per round
 (``host_s``) and reported beside the device time, so a version whose host side dominates is
 visible rather than hidden.
 
@@ -120,6 +120,8 @@ class CudaClock:
         nbytes = flush_bytes if flush_bytes is not None else 2 * l2_cache_bytes()
         self._flush_buf = torch.empty(max(nbytes, 1), dtype=torch.uint8, device=device)
         self.flush_label = f"L2 flush: {nbytes / 2**20:.0f} MiB written before each round"
+        #: GPU spin before the start event, in cycles; adapted to 2x the last round's host launch time
+        self._spin_cycles: int = 400_000  # ~200 us at 1.98 GHz
 
     def flush(self) -> None:
         self._flush_buf.fill_(1)
@@ -127,23 +129,31 @@ class CudaClock:
     def round(self, launch: Callable[[], Any], flush: bool = False) -> tuple[float, float, float, float]:
         """``(device_s, wall_s, residual_s, host_s)`` of one launch (flushing L2 first if asked)."""
         torch = self._torch
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        pre, start, end = (torch.cuda.Event(enable_timing=True) for _ in range(3))
         torch.cuda.synchronize()
         t0 = time.perf_counter()
+        pre.record()
         if flush:
-            self.flush()  # enqueued, not waited for: it covers the host's launch overhead
+            self.flush()  # enqueued, not waited for
+        # blocking spin ("blocking kernel", as in nvbench): the device stays busy while the host
+        # issues launch(), so Python launch overhead does not leak into the device time
+        torch.cuda._sleep(self._spin_cycles)
         start.record()
         h0 = time.perf_counter()
         launch()
         h1 = time.perf_counter()
         end.record()
+        host_s = h1 - h0
+        self._spin_cycles = int(min(4e6, max(2e5, 2.0 * host_s * 2.0e9)))
         end.synchronize()
         t_end = time.perf_counter()
         torch.cuda.synchronize()
         t1 = time.perf_counter()
         if not torch.cuda.current_stream().query():  # pragma: no cover - needs a GPU
             raise MeasurementError("the current CUDA stream still has pending work after synchronize")
-        return start.elapsed_time(end) / 1e3, t1 - t0, t1 - t_end, h1 - h0
+        # the wall time compared with the device time leaves out the flush + spin (device-measured)
+        lead_s = pre.elapsed_time(start) / 1e3
+        return start.elapsed_time(end) / 1e3, max(t1 - t0 - lead_s, 0.0), t1 - t_end, host_s
 
 
 class CpuClock:
