@@ -9,8 +9,9 @@
 #   bash scripts/h200.sh peers   BEST=v6   # (+cute1, peers) peers side by side, trust GPU checks, v0 profile
 #   bash scripts/h200.sh all     BEST=v6   # (+cute2) suite of every version, benchmark compare, ncu vs harness
 #   bash scripts/h200.sh loop    BEST=v6   # orchestrator: 2 iterations, killed in VERIFY, resumed
+#   bash scripts/h200.sh trust             # trust/adversarial tests on the GPU
 set -uo pipefail
-step="${1:?step: suite|peers|profile|loop}"
+step="${1:?step: cutile|peers|all|loop|trust}"
 shift || true
 for kv in "$@"; do export "$kv"; done
 BEST="${BEST:-v3}"
@@ -40,8 +41,12 @@ peers)
       --out "$KF/peers.md" --json "$KF/peers.json"
   run trust-gpu 90 python3 -m pytest -q -rs -p no:cacheprovider tests/test_trust_runtime.py \
       tests/test_trust_sandbox.py tests/adversarial
-  TAIL=30 run profile-v0 120 python3 -m pytest --kernel mla --kernel-version v0 --kforge-profile \
-      --kforge-no-bench -p no:cacheprovider -rs
+  [ -n "${SKIP_PROFILE:-}" ] || TAIL=30 run profile-v0 120 python3 -m pytest --kernel mla --kernel-version v0 \
+      --kforge-profile --kforge-no-bench -p no:cacheprovider -rs
+  ;;
+trust)
+  TAIL=25 run trust-gpu 150 python3 -m pytest -q -rs -p no:cacheprovider tests/test_trust_runtime.py \
+      tests/test_trust_sandbox.py tests/adversarial
   ;;
 all)
   run doctor 60 python3 -m pytest_kforge.doctor
@@ -72,5 +77,5 @@ esac
 # bring back: /tmp/kf plus everything the step changed or created in the checkout
 git status --porcelain --untracked-files=all | awk '{print $2}' | grep -v '^\.gpu/' >"$KF/changed.txt"
 tar czf "$OUT/kf-$step.tgz" -C / tmp/kf --exclude='*.ncu-rep' 2>/dev/null
-tar czf "$OUT/tree-$step.tgz" -T "$KF/changed.txt" 2>/dev/null
+case "$step" in loop|all|cutile) tar czf "$OUT/tree-$step.tgz" -T "$KF/changed.txt" 2>/dev/null ;; esac
 ls -la "$OUT"
