@@ -16,7 +16,9 @@ candidate, version or peer, is
 
 The markdown table (printed, written to ``--out``, and with ``--devlog`` into the ``peers``
 block of ``docs/kernels/<kernel>.md``) has one row per candidate.  Candidates that cannot run
-here (no GPU, FlashInfer not importable, a DSL missing) get a row saying why.
+here (no GPU, FlashInfer not importable, a DSL missing) get a row saying why; a cell whose shape
+or device a candidate cannot compute (its ``supports(params)``) says ``unsupported: <reason>``
+and is neither checked nor timed.
 """
 
 from __future__ import annotations
@@ -81,11 +83,19 @@ class Row:
 class _PeerAsVersion:
     """Duck-types :class:`pytest_kforge.registry.Version` for the correctness checker."""
 
-    def __init__(self, peer: Any, spec: Any) -> None:
+    def __init__(self, peer: Any, spec: Any, device: str = "cuda") -> None:
         self.name = peer.name
         self.spec = spec
         self.config = dict(peer.config)
-        self.fn: Callable[..., Any] = peer.load().run
+        self.device = device
+        self._module = peer.load()
+        self.fn: Callable[..., Any] = self._module.run
+
+    def supports(self, params: Mapping[str, int]) -> str | None:
+        """The peer module's ``supports(params, device=, config=)`` (optional): why it cannot
+        compute the contract for this shape/device, so the cell is skipped instead of wrong."""
+        check = getattr(self._module, "supports", None)
+        return check(params, device=self.device, config=self.config) if check else None
 
 
 def _parse_params(text: str | None) -> dict[str, int]:
@@ -162,7 +172,7 @@ def compare(
             raise SystemExit(f"peer {name!r} is for kernel {p.kernel!r}, not {kernel!r}; pick peers of {kernel}")
         row = Row(name, "peer", "peer")
         row.skipped = p.available()
-        candidates.append((row, None if row.skipped else _PeerAsVersion(p, spec), p))
+        candidates.append((row, None if row.skipped else _PeerAsVersion(p, spec, device), p))
     rows = [c[0] for c in candidates]
 
     for trial_name in trials:
@@ -180,7 +190,7 @@ def compare(
                 continue
             why = version.supports(trial.params) if hasattr(version, "supports") else None
             if why:
-                cell.message = f"not supported: {why}"
+                cell.message = f"unsupported: {why}"
                 continue
             log(f"[{trial.id}] {row.name}: correctness")
             report = check_version(version, trial.params, seed=seed + 1000, device=device, repeats=check_repeats)

@@ -44,6 +44,32 @@ def test_unknown_peer_names_the_known_ones() -> None:
         get_peer("flashmla")
 
 
+@pytest.mark.parametrize(("backend", "params", "device", "expect"), [
+    ("fa3", {"b": 32, "s": 16, "t": 4096, "h": 128}, "cuda", None),
+    ("fa3", {"b": 4, "s": 1, "t": 1000, "h": 16}, "cuda", None),
+    ("fa2", {"b": 32, "s": 1, "t": 4096, "h": 128}, "cuda", None),
+    ("fa2", {"b": 32, "s": 16, "t": 4096, "h": 128}, "cuda", "wrong lse for causal s>1"),
+    ("fa2", {"b": 2, "s": 2, "t": 130, "h": 16}, "cuda", "wrong lse for causal s>1"),
+    ("fa3", {"b": 2, "s": 1, "t": 130, "h": 16}, "cpu", "CUDA tensors only"),
+])
+def test_flashinfer_supports_names_what_it_cannot_compute(backend: str, params: dict[str, int], device: str,
+                                                          expect: str | None) -> None:
+    shim = _PeerAsVersion(get_peer(f"flashinfer_{backend}"), MLA.spec, device)
+    why = shim.supports(params)
+    if expect is None:
+        assert why is None
+    else:
+        assert why is not None and expect in why and "\n" not in why
+
+
+def test_flashinfer_refuses_host_tensors_with_one_sentence() -> None:
+    params = {"b": 2, "s": 1, "t": 70, "h": 16}
+    inputs = MLA.spec.make_inputs(params, seed=1)
+    outs = MLA.spec.alloc_outputs(params)
+    with pytest.raises(ValueError, match="needs CUDA tensors"):
+        get_peer("flashinfer_fa3").run(**inputs, **outs)
+
+
 @pytest.mark.parametrize(("name", "s"), [("torch_bmm", 1), ("torch_bmm", 5), ("torch_bmm_contig", 5)])
 def test_torch_bmm_matches_the_reference_on_cpu(name: str, s: int) -> None:
     """The harness's own check: poisoned outputs, unmodified inputs, fresh inputs reusing outputs."""
@@ -78,7 +104,10 @@ def test_peer_matches_the_reference_on_gpu(name: str, s: int) -> None:
     if reason:
         pytest.skip(reason)
     params = {"b": 4, "s": s, "t": 1000, "h": 128}
-    shim = _PeerAsVersion(get_peer(name), MLA.spec)
+    shim = _PeerAsVersion(get_peer(name), MLA.spec, "cuda")
+    why = shim.supports(params)
+    if why:
+        pytest.skip(why)
     report = check_version(shim, params, seed=11, device="cuda",  # type: ignore[arg-type]
                            input_kwargs={"seqlens": [1000, 333, s + 1, 777]})
     assert report.ok, report.message
@@ -99,6 +128,8 @@ def test_compare_on_cpu_writes_table_json_and_devlog(tmp_path: Path, capsys: pyt
     assert lines["torch_bmm"].rstrip().endswith("| yes |") and lines["v0"].rstrip().endswith("| yes |")
     if not torch.cuda.is_available():
         assert "skipped:" in lines["flashinfer_fa3"]
+    else:  # a GPU is present but this run's tensors are on the CPU: never handed to FlashInfer
+        assert "decode: unsupported: FlashInfer runs on CUDA tensors only" in lines["flashinfer_fa3"]
     data = json.loads((tmp_path / "t.json").read_text())
     bmm = next(r for r in data["rows"] if r["name"] == "torch_bmm")
     assert set(bmm["cells"]) == {"decode", "spec"}
@@ -131,3 +162,26 @@ def test_compare_reports_a_wrong_candidate(tmp_path: Path, monkeypatch: pytest.M
                "--out", str(tmp_path / "t.md")])
     assert rc == 1
     assert "| NO (decode: " in (tmp_path / "t.md").read_text()
+
+
+def test_compare_reports_an_unsupported_cell_without_checking_or_timing_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from benchmarks import peers
+
+    mod = peers.get_peer("torch_bmm").load()
+    seen: list[tuple[dict[str, int], str]] = []
+
+    def supports(params, *, device="cuda", config=None):  # type: ignore[no-untyped-def]
+        seen.append((dict(params), device))
+        return "no drafts here" if params["s"] > 1 else None
+
+    monkeypatch.setattr(mod, "supports", supports, raising=False)
+    rc = main(["--peers", "torch_bmm", "--trial", "decode,spec", "--params", "b=2,t=70,h=16", "--device", "cpu",
+               "--rounds", "2", "--warmup", "0", "--check-repeats", "1", "--kernels-dir", str(REPO / "kernels"),
+               "--out", str(tmp_path / "t.md"), "--json", str(tmp_path / "t.json")])
+    assert rc == 0
+    assert [d for _p, d in seen] == ["cpu", "cpu"] and [p["s"] for p, _d in seen] == [1, 16]
+    assert "| yes (spec: unsupported: no drafts here) |" in (tmp_path / "t.md").read_text()
+    cells = json.loads((tmp_path / "t.json").read_text())["rows"][0]["cells"]
+    assert cells["decode"]["correct"] is True and cells["decode"]["median_us"] > 0
+    assert cells["spec"]["correct"] is None and cells["spec"]["median_us"] is None

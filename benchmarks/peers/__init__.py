@@ -6,6 +6,8 @@ A peer module defines, for the MLA contract of ``kernels/mla/spec.py``::
     prepare(q, kv_cache, block_table, cache_seqlens, softmax_scale, *, config=None) -> None
                                                # untimed set-up (plans, gathers); optional
     run(q, kv_cache, block_table, cache_seqlens, softmax_scale, *, out, lse, config=None) -> (out, lse)
+    supports(params, *, device="cuda", config=None) -> str | None
+                                               # optional: why a shape/device cannot run (one line)
 
 ``run`` must also work without ``prepare`` (it prepares lazily on the first call, which the
 harness's warm-up absorbs), so the core harness's correctness checks and timer apply unchanged.

@@ -13,7 +13,15 @@ Mapping of our contract onto FlashInfer's (see ``flashinfer/mla.py`` in the 0.5.
 * paging: ``kv_indptr`` = cumulative pages per sequence, ``kv_indices`` = the block-table rows
   cut to each sequence's pages, ``kv_len_arr = cache_seqlens``; ``page_size = 64``.
 * causal for s > 1: FlashInfer aligns the causal mask bottom-right (query i of s sees
-  ``kv_len - s + i``), which is our contract.
+  ``kv_len - s + i``: ``packed_causal_kv_end`` in the planner, ``kv_idx + qo_len > kv_len + q_idx``
+  masked in the kernels), which is our contract.
+* what FlashInfer 0.5.3 cannot do for us (:func:`supports` says so and the harness skips the cell
+  instead of reporting a wrong result): backend ``fa2`` with s > 1.  Measured on the H200, its
+  ``out`` is right but its ``lse`` is wrong (up to 2.8 too small, rel-L2 0.03 to 0.07, on the trial
+  config and on small variable-length shapes) while ``fa3`` passes with this exact mapping and ``fa2`` passes
+  with s = 1: a defect of FlashInfer's fa2 causal MLA kernel, not of the mapping.  Tensors must be
+  on a CUDA device (the workspace follows ``q``; a host workspace makes ``plan`` fail with
+  "invalid argument").
 * lse: ``return_lse_base_on_e=True`` gives the natural log; FlashInfer's lse is ``[b*s, h]``,
   so it lands in a scratch buffer and one small copy kernel (0.26 MB at b=32, s=16, h=128)
   transposes it into our ``[b, h, s]`` inside the timed call: part of honouring the contract.
@@ -26,7 +34,7 @@ sequence lengths it has not planned for (new tensor objects, or ones modified in
 from __future__ import annotations
 
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 D_CKV = 512
@@ -58,6 +66,32 @@ def available(config: Mapping[str, Any] | None = None) -> str | None:
         major, minor = torch.cuda.get_device_capability()
         return f"backend fa3 needs a Hopper (sm_90) GPU, this one is sm_{major}{minor}; use flashinfer_fa2"
     return None
+
+
+# (backend, predicate on params, one-line reason): cases FlashInfer 0.5.3 computes wrongly
+_UNSUPPORTED: tuple[tuple[str, Callable[[Mapping[str, int]], bool], str], ...] = (
+    ("fa2", lambda p: int(p.get("s", 1)) > 1,
+     "FlashInfer 0.5.3 fa2 MLA returns a wrong lse for causal s>1 (out is right; seen on the H200); "
+     "use flashinfer_fa3"),
+)
+
+
+def supports(params: Mapping[str, int], *, device: str = "cuda",
+             config: Mapping[str, Any] | None = None) -> str | None:
+    """Why FlashInfer cannot compute our contract for ``params`` on ``device`` (one line), or None."""
+    backend = (config or {}).get("backend", "fa3")
+    if not str(device).startswith("cuda"):
+        return f"FlashInfer runs on CUDA tensors only and this run uses device {device!r}"
+    for which, bad, reason in _UNSUPPORTED:
+        if which == backend and bad(params):
+            return reason
+    return None
+
+
+def _check_device(q: Any) -> None:
+    if q.device.type != "cuda":
+        raise ValueError(f"flashinfer_mla got tensors on {q.device}, but FlashInfer needs CUDA tensors; "
+                         f"build the inputs with device='cuda'")
 
 
 def notes() -> dict[str, str]:
@@ -138,6 +172,7 @@ def prepare(q: Any, kv_cache: Any, block_table: Any, cache_seqlens: Any, softmax
     import torch
 
     backend = (config or {}).get("backend", "fa3")
+    _check_device(q)
     st = _state(backend, q.device)
     plan = _plan(st, q, kv_cache, block_table, cache_seqlens, softmax_scale)
     if plan["layout"] is not None:

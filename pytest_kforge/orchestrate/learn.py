@@ -1,30 +1,53 @@
 """LEARN and the devlog: what a measured result teaches, written to the knowledge base and devlog.
 
 LEARN is mandatory whenever a result is a reusable pattern, refines a condition or refutes a
-belief (seed).  The rule applied to one evaluated version:
+belief (seed).  The rule applied to one evaluated version (all knowledge calls name entries by
+their catalog ``name``; an entry planned twice, by title and by name, counts once):
 
-* every measured version guided by catalog entries -> ``add_evidence`` on each entry, one
-  Config | Before | After | Change row per trial (it worked, did nothing, or hurt: all refine it);
-* kept, manual change with no catalog entry and > 5% gain on a trial -> ``add_entry`` (a new
-  language-scoped pattern, local evidence only);
-* discarded, significantly slower -> when it is slower beyond twice the spread on every trial,
-  ``to_anti_pattern`` (the belief is refuted here); otherwise ``narrow_conditions`` to exclude the
-  measured point where it failed (:func:`narrowed_triggers`);
-* incorrect                                -> nothing learned about speed (devlog entry only).
+1. **Only applied entries learn.**  An entry is applied when a line of the designer's summary
+   names it (name or title, e.g. ``NUM_SPLITS: None -> 2 (split-kv-combine)``) or, for a CONFIG line
+   naming no entry, when the changed knob is that entry's knob (:func:`knob_serves`).  A planned
+   entry that was not applied gets nothing: no evidence, no condition change.
+2. **Per trial, only where the trigger fired.**  For each applied entry and each trial, the entry's
+   triggers are evaluated on the PARENT's profile metrics of that trial.  Every trial gets an
+   evidence row (a trial where the trigger did not hold is marked ``(trigger not met)``), but only
+   trials where a trigger fired are evidence about the entry's conditions.  A significant regression
+   on a trial where the trigger did not fire is recorded as a Pitfall note (``applying it where the
+   trigger does not hold (spec, waves_per_sm=7.76) cost +26%``) and nothing else.
+3. **Narrowing** (discarded, a fired trial significantly slower): a trigger that fired where the
+   change hurt gets one added conjunct ``metric op threshold`` that holds for the parent metrics of
+   every fired trial where the change helped and fails for every fired trial where it hurt
+   (:func:`narrowed_triggers`).  When no fired trial helped, or no measured metric separates them,
+   nothing is narrowed: evidence plus a Pitfall note.  A new trigger must parse, be satisfiable and
+   hold on the helped trials' metrics (:func:`satisfiable`), else it is not written.
+4. **Anti-pattern** only when the change INTRODUCED the technique (every CONFIG line applying it
+   turns its knob on from an off value -- 0, 1, False, "off" -- or, for a code change, the parent's
+   CONFIG has no enabled knob of the technique) AND it is slower by more than twice the spread
+   (at least 1%) on EVERY trial where its trigger fired.  A retune of a knob the parent already
+   uses (v5's ``NUM_SPLITS: None`` is automatic and already splits; None -> 4 is a retune) never
+   converts an entry: evidence plus a Pitfall note.
+5. A kept manual change with no catalog entry applied and > 5% gain on a trial -> ``add_entry``
+   (a new language-scoped pattern, local evidence only).  An incorrect version teaches nothing
+   about speed (devlog entry only).
 
 Knowledge calls go through :func:`kb_call`, which reports, never raises, a failure (the run goes on).
+LEARN is idempotent: evidence rows and pitfall notes already in the entry are not written again.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import math
 import re
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from ..fsutil import atomic_write_text, file_lock
+from .agents.offline import knob_off, knob_serves, parse_change
 
-__all__ = ["kb_call", "learn", "narrowed_triggers", "perf_body", "append_devlog_entry", "read_block", "best_version_from_devlog"]
+__all__ = ["kb_call", "learn", "applied_entries", "unique_by_entry", "narrowed_triggers", "satisfiable",
+           "perf_body", "append_devlog_entry", "devlog_entry", "read_block", "best_version_from_devlog"]
 
 
 def read_block(text: str, key: str) -> str:
@@ -53,65 +76,260 @@ def kb_call(kb: Any, method: str, *args: Any, **kwargs: Any) -> str:
     return label
 
 
-def _rows(kernel: str, parent: str, new: str, per_trial: dict[str, dict[str, float]], gpu: str) -> list[dict[str, str]]:
-    return [{"config": f"{kernel} {t}, {gpu}", "before": f"{v['parent_us']:.1f} us ({parent})",
-             "after": f"{v['new_us']:.1f} us ({new})", "change": f"{-v['gain_pct']:+.1f}%"} for t, v in per_trial.items()]
-
-
-def narrowed_triggers(triggers: list[str], metrics: dict[str, float]) -> list[str]:
-    """Each trigger, restricted to exclude the measured point where the entry failed.
-
-    For the first comparison of a trigger, ``m > x`` (or >=) becomes ``(...) and m < v`` and
-    ``m < x`` becomes ``(...) and m > v``, with ``v`` the value measured where it failed.
-    """
+def unique_by_entry(planned: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``planned`` with one item per catalog entry name (the first), placeholders kept once by name."""
+    seen: set[str] = set()
     out = []
-    for t in triggers:
-        found = re.search(r"([a-z_][a-z0-9_]*)\s*(<=|>=|<|>)", t)
-        if not found or found.group(1) not in metrics:
-            out.append(t)
-            continue
-        m, op = found.groups()
-        v = metrics[m]
-        out.append(f"({t}) and {m} {'<' if op.startswith('>') else '>'} {v:.4g}")
+    for p in planned:
+        key = p.get("entry") or p.get("name", "")
+        if key not in seen:
+            seen.add(key)
+            out.append(p)
     return out
 
 
-def learn(kb: Any, *, kernel: str, parent: str, new: str, language: str, decision: dict[str, Any],
-          applied: list[dict[str, Any]], changes: list[str], metrics: dict[str, dict[str, float]],
-          gpu: str = "H200") -> list[str]:
-    """Apply the LEARN rule; returns one line per knowledge update (or why none).
+def _mentions(text: str, needle: str) -> bool:
+    return bool(needle) and re.search(rf"(?<![\w-]){re.escape(needle)}(?![\w-])", text, re.I) is not None
 
-    ``metrics`` are the parent's (the conditions under which the entries were matched and applied).
+
+def applied_entries(candidates: Sequence[tuple[str, str]], changes: Sequence[str]) -> dict[str, list[str]]:
+    """Entry name -> the summary's change lines that applied it, for ``candidates`` = (name, title) pairs.
+
+    A line naming entries applies those; a CONFIG line naming none applies the entries whose knob it
+    changed (:func:`knob_serves`); a free-text line naming none applies nothing."""
+    out: dict[str, list[str]] = {}
+    cands = list(dict.fromkeys(candidates))
+    for line in changes:
+        named = [n for n, t in cands if _mentions(line, n) or _mentions(line, t)]
+        if not named and (pc := parse_change(line)) is not None:
+            named = [n for n, t in cands if knob_serves(pc[0], f"{n} {t}")]
+        for n in dict.fromkeys(named):
+            out.setdefault(n, []).append(line)
+    return out
+
+
+# -- triggers: which fired, what failed, narrowing, satisfiability --------------------------------------------
+def _parsed(text: str) -> Any:
+    from ..knowledge import parse_trigger
+
+    try:
+        return parse_trigger(text)
+    except Exception:  # noqa: BLE001 - a malformed trigger never fires
+        return None
+
+
+def _fired(triggers: Sequence[str], m: dict[str, float] | None) -> list[str]:
+    return [t for t in triggers if m and (p := _parsed(t)) is not None and p.holds(m)]
+
+
+def _failing(triggers: Sequence[str], m: dict[str, float]) -> str:
+    """``waves_per_sm=7.76`` -- the measured values of the comparisons that did not hold."""
+    ops = {"<": float.__lt__, "<=": float.__le__, ">": float.__gt__, ">=": float.__ge__, "==": float.__eq__,
+           "!=": float.__ne__}
+    bad: dict[str, float] = {}
+
+    def walk(n: tuple[Any, ...]) -> None:
+        if n[0] != "cmp":
+            for c in n[1]:
+                walk(c)
+        elif n[1] in m and not ops[n[2]](float(m[n[1]]), n[3]):
+            bad[n[1]] = float(m[n[1]])
+    for t in triggers:
+        if (p := _parsed(t)) is not None:
+            walk(p.node)
+    return ", ".join(f"{k}={v:.4g}" for k, v in bad.items()) or "its metrics not measured"
+
+
+def _dnf(node: tuple[Any, ...]) -> list[list[tuple[Any, ...]]]:
+    if node[0] == "cmp":
+        return [[node]]
+    parts = [_dnf(c) for c in node[1]]
+    if node[0] == "or":
+        return [conj for p in parts for conj in p]
+    out: list[list[tuple[Any, ...]]] = [[]]
+    for p in parts:
+        out = [a + b for a in out for b in p][:4096]
+    return out
+
+
+def _conj_ok(atoms: list[tuple[Any, ...]]) -> bool:
+    by: dict[str, list[tuple[str, float]]] = {}
+    for _c, metric, op, v in atoms:
+        by.setdefault(metric, []).append((op, v))
+    for cs in by.values():
+        lo, lo_open, hi, hi_open = -math.inf, True, math.inf, True
+        for op, v in cs:
+            if op in (">", ">=", "==") and (v > lo or (v == lo and op == ">")):
+                lo, lo_open = v, op == ">"
+            if op in ("<", "<=", "==") and (v < hi or (v == hi and op == "<")):
+                hi, hi_open = v, op == "<"
+        if lo > hi or (lo == hi and (lo_open or hi_open or any(op == "!=" and v == lo for op, v in cs))):
+            return False
+    return True
+
+
+def satisfiable(trigger: str) -> bool:
+    """Whether some metric values make ``trigger`` hold (False for one that does not parse)."""
+    p = _parsed(trigger)
+    return p is not None and any(_conj_ok(c) for c in _dnf(p.node))
+
+
+#: metrics tried for a separating conjunct after the trigger's own (launch shape first: it decides splits)
+_SEPARATORS = ("waves_per_sm", "grid_size", "achieved_occupancy_pct", "dram_pct", "tensor_pct", "sm_pct",
+               "pct_floor", "arith_intensity", "registers_per_thread", "l2_hit_pct")
+
+
+def narrowed_triggers(triggers: Sequence[str], helped: Sequence[dict[str, float]],
+                      hurt: Sequence[dict[str, float]]) -> list[str] | None:
+    """Each trigger that fired on a ``hurt`` trial, with one conjunct added that holds for every
+    ``helped`` parent-metrics dict it fired on and fails for every ``hurt`` one; None when a trigger
+    that fired where the change hurt cannot be narrowed that way (no helped point, no separating
+    metric) or a result would not parse, be satisfiable or hold on the helped points."""
+    out = []
+    for t in triggers:
+        p = _parsed(t)
+        a = [m for m in helped if p is not None and p.holds(m)]
+        b = [m for m in hurt if p is not None and p.holds(m)]
+        if not b:
+            out.append(t)
+            continue
+        if not a:
+            return None
+        names = [*(p.metrics() if p else []), *_SEPARATORS, *sorted(set().union(*a, *b))]
+        for metric in dict.fromkeys(names):
+            if not all(metric in m for m in (*a, *b)):
+                continue
+            av, bv = [float(m[metric]) for m in a], [float(m[metric]) for m in b]
+            if max(av) < min(bv):
+                conj = f"{metric} < {(max(av) + min(bv)) / 2:.4g}"
+            elif min(av) > max(bv):
+                conj = f"{metric} > {(min(av) + max(bv)) / 2:.4g}"
+            else:
+                continue
+            cand = f"({t}) and {conj}"
+            q = _parsed(cand)
+            if q is not None and satisfiable(cand) and all(q.holds(m) for m in a) and not any(q.holds(m) for m in b):
+                out.append(cand)
+                break
+        else:
+            return None
+    return out
+
+
+# -- LEARN ----------------------------------------------------------------------------------------------------
+def _row(kernel: str, parent: str, new: str, trial: str, v: dict[str, float], gpu: str, mark: str) -> dict[str, str]:
+    return {"config": f"{kernel} {trial}, {gpu}{mark}", "before": f"{v['parent_us']:.1f} us ({parent})",
+            "after": f"{v['new_us']:.1f} us ({new})", "change": f"{-v['gain_pct']:+.1f}%"}
+
+
+def _introduced(lines: list[str], entry: Any, parent_config: dict[str, Any] | None) -> tuple[bool, str]:
+    """(the change introduced the technique, why) -- see rule 4 of the module docstring."""
+    knobs = [pc for ln in lines if (pc := parse_change(ln)) is not None]
+    if knobs:
+        retunes = [f"{k} {o!r} -> {n!r}" for k, o, n, _l in knobs if not (knob_off(o) and not knob_off(n))]
+        if retunes:
+            return False, f"a retune of a knob the parent already uses ({'; '.join(retunes)})"
+        return True, "introduced by " + "; ".join(f"{k} {o!r} -> {n!r}" for k, o, n, _l in knobs)
+    text = f"{getattr(entry, 'name', '')} {getattr(entry, 'title', '')}"
+    on = [f"{k}={v!r}" for k, v in (parent_config or {}).items() if knob_serves(k, text) and not knob_off(v)]
+    if on:
+        return False, f"the parent already has {', '.join(on)}"
+    return True, "introduced by a code change"
+
+
+def _add_pitfall(kb: Any, entry: Any, note: str) -> str:
+    """A Pitfalls note (``kb.add_pitfall`` when the knowledge base has it, else its learned-notes block)."""
+    name = entry.name
+    if " ".join(note.split()) in " ".join(str(getattr(entry, "text", "")).split()):
+        return f"pitfall already noted on {name}"
+    if getattr(kb, "add_pitfall", None) is not None:
+        return kb_call(kb, "add_pitfall", name, note)
+    mutate, learned = getattr(kb, "_mutate", None), getattr(kb, "_learned", None)
+    if mutate is None or learned is None:
+        return f"skipped add_pitfall({name}): the knowledge base has no way to add a pitfall note"
+    try:
+        mutate(name, lambda e: (learned(e.text, note), e.rel))
+    except Exception as exc:  # noqa: BLE001 - learning must not lose the run
+        return f"failed add_pitfall({name}): {exc}"
+    return f"add_pitfall({name})"
+
+
+def learn(kb: Any, *, kernel: str, parent: str, new: str, language: str, decision: dict[str, Any],
+          planned: list[dict[str, Any]], changes: list[str], metrics: dict[str, dict[str, float]],
+          parent_config: dict[str, Any] | None = None, gpu: str = "H200") -> list[str]:
+    """Apply the LEARN rule (module docstring); returns one line per knowledge update (or why none).
+
+    ``planned``: STRATEGIZE's picks, ``{"name": <entry name>, "title": ...}``; ``metrics``: the
+    PARENT's per-trial profile metrics (where the entries were matched); ``parent_config``: the
+    parent's CONFIG (to tell a retune from an introduction when a change is not a CONFIG line).
     """
     per = decision.get("per_trial", {})
     if not per:
         return ["nothing learned about speed: the version was not measured correct"]
-    rows = _rows(kernel, parent, new, per, gpu)
     known = {getattr(e, "name", None): e for e in kb.entries()}
-    out: list[str] = [f"{a['name']} is not a catalog entry (named by the profiler): nothing to update"
-                      for a in applied if a.get("name") and a["name"] not in known]
-    names = [a["name"] for a in applied if a.get("name") in known]
+    names = list(dict.fromkeys(p["name"] for p in planned if p.get("name")))
+    out: list[str] = [f"{n} is not a catalog entry (named by the profiler): nothing to update"
+                      for n in names if n not in known]
+    cands = [(n, str(getattr(known[n], "title", "") or n)) for n in names if n in known]
+    applied = applied_entries(cands, changes)
+    out += [f"{n} was planned but not applied ({'; '.join(changes) or 'no change listed'}): nothing learned about it"
+            for n, _t in cands if n not in applied]
     gains = [v["gain_pct"] for v in per.values()]
-    for n in names:
-        # a LEARN redone after a kill must not add the same rows twice
-        have = {(r.config, r.after) for r in getattr(known[n], "evidence_rows", lambda _s: [])("local")}
-        out += [kb_call(kb, "add_evidence", n, r, source="local") for r in rows if (r["config"], r["after"]) not in have]
+    for n, lines in applied.items():
+        out += _learn_entry(kb, known[n], lines, kernel=kernel, parent=parent, new=new, per=per, metrics=metrics,
+                            parent_config=parent_config, kept=bool(decision.get("kept")), gpu=gpu,
+                            reason=str(decision.get("reason", "")))
+    manual = not applied and (not names or all("manual promising tile" in c for c in changes))
     if decision.get("kept"):
-        if not names and max(gains) > 5.0 and not [a for a in applied if a.get("name")]:
+        if manual and max(gains) > 5.0:
+            rows = [_row(kernel, parent, new, t, v, gpu, "") for t, v in per.items()]
             out.append(_new_entry(kb, kernel=kernel, parent=parent, new=new, language=language, changes=changes,
                                   rows=rows, gains=gains, metrics=metrics))
         return out or ["kept with no catalog entry and <= 5% gain: devlog entry only"]
-    slower = [t for t, v in per.items() if v["gain_pct"] < -v["noise_pct"]]
-    if slower:
-        m = metrics.get(slower[0], {})
-        for n in names:
-            entry = known[n]
-            if all(v["gain_pct"] < -2 * max(v["noise_pct"], 1.0) for v in per.values()):
-                out.append(kb_call(kb, "to_anti_pattern", n, decision.get("reason", "slower")))
-            elif entry is not None and getattr(entry, "triggers", None):
-                out.append(kb_call(kb, "narrow_conditions", n, narrowed_triggers(list(entry.triggers), m),
-                                   reason=decision.get("reason", "")))
-    return out or ["discarded with no catalog entry involved: devlog entry only"]
+    return out or ["discarded with no catalog entry applied: devlog entry only"]
+
+
+def _learn_entry(kb: Any, entry: Any, lines: list[str], *, kernel: str, parent: str, new: str,
+                 per: dict[str, dict[str, float]], metrics: dict[str, dict[str, float]],
+                 parent_config: dict[str, Any] | None, kept: bool, gpu: str, reason: str) -> list[str]:
+    """Rules 2-4 of the module docstring for one applied entry."""
+    n, triggers = entry.name, list(getattr(entry, "triggers", []) or [])
+    fired = {t: _fired(triggers, metrics.get(t)) for t in per}
+    out = []
+    have = {(r.config, r.after) for r in getattr(entry, "evidence_rows", lambda _s: [])("local")}
+    for t, v in per.items():
+        mark = "" if fired[t] else (" (trigger not met)" if metrics.get(t) else " (parent not profiled)")
+        r = _row(kernel, parent, new, t, v, gpu, mark)
+        if (r["config"], r["after"]) not in have:  # a LEARN redone after a kill adds nothing twice
+            out.append(kb_call(kb, "add_evidence", n, r, source="local"))
+    if kept:
+        return out
+    what = "; ".join(c.split(" (")[0] for c in lines)
+    slow = {t for t, v in per.items() if v["gain_pct"] < -v["noise_pct"]}
+    for t in sorted(slow - {t for t in per if fired[t]}):
+        if metrics.get(t):
+            out.append(_add_pitfall(kb, entry, f"applying it where the trigger does not hold ({t}, "
+                                    f"{_failing(triggers, metrics[t])}) cost {-per[t]['gain_pct']:+.0f}% "
+                                    f"({what}: {parent} -> {new})"))
+    hurt = [t for t in per if fired[t] and t in slow]
+    if not hurt:
+        return out
+    helped = [t for t in per if fired[t] and per[t]["gain_pct"] > per[t]["noise_pct"]]
+    intro, why = _introduced(lines, entry, parent_config)
+    where = ", ".join(f"{t} ({_parsed(fired[t][0]).describe(metrics[t])}) {-per[t]['gain_pct']:+.0f}%" for t in hurt)
+    bad_everywhere = all(per[t]["gain_pct"] < -2 * max(per[t]["noise_pct"], 1.0) for t in per if fired[t])
+    if intro and bad_everywhere:
+        return out + [kb_call(kb, "to_anti_pattern", n, f"{why} ({parent} -> {new}), slower beyond twice the "
+                              f"spread on every trial where its trigger held: {reason}")]
+    narrowed = narrowed_triggers(triggers, [metrics[t] for t in helped], [metrics[t] for t in hurt]) \
+        if helped else None
+    if narrowed is not None and narrowed != triggers:
+        return out + [kb_call(kb, "narrow_conditions", n, narrowed, reason=f"{what} ({parent} -> {new}) helped "
+                              f"{', '.join(helped)} but was slower on {where}: {reason}")]
+    because = (why if not intro else "no trial where its trigger held got faster" if not helped
+               else "no measured metric separates the trials where it helped from those where it hurt")
+    return out + [_add_pitfall(kb, entry, f"{what} ({parent} -> {new}) was slower where its trigger holds: "
+                               f"{where}; conditions kept ({because})")]
 
 
 def _new_entry(kb: Any, *, kernel: str, parent: str, new: str, language: str, changes: list[str],
@@ -158,6 +376,11 @@ def append_devlog_entry(devlog: Path, entry: str) -> None:
         atomic_write_text(devlog, text)
 
 
+def _num(x: Any) -> str:
+    """One decimal for a measured number (``130.9``), ``n/a`` when it was not measured."""
+    return f"{float(x):.1f}" if isinstance(x, (int, float)) and not isinstance(x, bool) else "n/a"
+
+
 def devlog_entry(*, new: str, parent: str, language: str, changes: list[str], rationale: list[str],
                  prediction: str, decision: dict[str, Any], rows: dict[str, dict[str, Any]],
                  metrics: dict[str, dict[str, float]], command: str, run_id: str) -> str:
@@ -170,7 +393,7 @@ def devlog_entry(*, new: str, parent: str, language: str, changes: list[str], ra
              "| Trial | Median (us) | Spread (%) | % of floor | Correct | Note |",
              "|-------|-------------|------------|------------|---------|------|"]
     for t, r in rows.items():
-        lines.append(f"| {t} | {r.get('median_us')} | {r.get('spread_pct')} | {r.get('pct_floor')} | "
+        lines.append(f"| {t} | {_num(r.get('median_us'))} | {_num(r.get('spread_pct'))} | {_num(r.get('pct_floor'))} | "
                      f"{r.get('correct')} | {r.get('note') or ''} |")
     for t, m in metrics.items():
         lines.append(f"\nKey metrics ({t}): " + ", ".join(f"{k}={v:g}" for k, v in m.items()))

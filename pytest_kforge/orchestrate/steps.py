@@ -17,8 +17,8 @@ from ..errors import KforgeError
 from ..fsutil import atomic_write_text, replace_marked_block
 from . import compat, learn, strategy
 from .agents.base import AgentContext, DesignImpossible
-from .agents.offline import (OfflineProfiler, metrics_from_contract, next_version_name, propose_config,
-                             tried_configs)
+from .agents.offline import (OfflineProfiler, literal_config, metrics_from_contract, next_version_name,
+                             propose_config, tried_configs)
 from .evaluate import decide, goals_met, parse_goal, rows_by_trial, version_correct
 from .select import select_language
 from .state import RunState
@@ -180,6 +180,9 @@ class Steps:
                 cands.append({"name": o["name"], "title": o.get("entry", "")})
         for m in self.ctx.get("metrics", {}).values():
             cands += [compat.match_fields(x) for x in self.kb.match(m, kernel_tags=(self.o.kernel,))][:3]
+        # one entry named by the profiler (by path) and matched by the catalog (by name) is one candidate
+        stem = {c["name"]: Path(c.get("title") or "").stem for c in cands if str(c.get("title", "")).endswith(".md")}
+        cands = list({stem.get(c["name"]) or c["name"]: c for c in reversed(cands)}.values())[::-1]
         sel = select_language(cands, self.ctx["current_language"])
         design_language = sel.language
         line = f"{sel.language}: {sel.reason}"
@@ -198,6 +201,7 @@ class Steps:
                     "config": a["config"], "link": self._rel(a["path"]),
                     "rationale": f"catalog match on {a['trial']} ({a['trigger'] or 'profile opportunity'}), "
                                  f"est. {a['est_gain_pct']:g}% gain"} for a in apply]
+        planned = learn.unique_by_entry(planned)  # one item per catalog entry, whatever named it
         if not planned:
             planned = [{"name": "manual promising tile", "entry": "", "languages": [], "config": {}, "link": "",
                         "rationale": "no catalog entry matches the profile, so try the next hand-picked tile or "
@@ -233,12 +237,12 @@ class Steps:
         task = strategy.build_task(kernel=self.o.kernel, current=current, new_version=new,
                                    profiles=self.ctx.get("profiles", {}), metrics=self.ctx.get("metrics", {}),
                                    planned=[{**p, "name": p["entry"] or p["name"]} if self.o.agents == "offline" else p
-                                            for p in self.ctx["planned"]],
+                                            for p in learn.unique_by_entry(self.ctx["planned"])],
                                    selection=self.ctx.get("selection", {}),
                                    design_language=self.ctx["design_language"], offline=self.o.agents == "offline")
         actx = self._agent_ctx(key, language=self.ctx["design_language"],
                                matches=[{"name": p["entry"] or p["name"], "title": p["name"], "config": p["config"],
-                                         "languages": p["languages"]} for p in self.ctx["planned"]],
+                                         "languages": p["languages"]} for p in learn.unique_by_entry(self.ctx["planned"])],
                                profiles=self.ctx.get("profiles", {}))
         actx.exchange["task"] = task.render()
         try:
@@ -326,20 +330,31 @@ class Steps:
         new = self.ctx["new_version"]
         d = self.ctx["decision"]
         summary = self.ctx.get("summary", {})
-        planned = [p for p in self.ctx.get("planned", []) if p.get("entry")]
+        changes = list(summary.get("changes", []))
+        uniq = learn.unique_by_entry(self.ctx.get("planned", []))
+        planned = [p for p in uniq if p.get("entry")]
         metrics = self.ctx.get("profiles_by_version", {}).get(new, {})
         metrics = {t: self._metrics(c) for t, c in metrics.items()}
         results = self._results(self.ctx["verify"].get("results_path")) or {}
+        _par, parent_config = literal_config(self.o.kernels_dir / self.o.kernel / f"{current_before}.py")  # type: ignore[operator]
         updates = learn.learn(self.kb, kernel=self.o.kernel, parent=current_before, new=new,
                               language=self.ctx["design_language"], decision=d,
-                              applied=[{"name": p["entry"]} for p in planned], changes=summary.get("changes", []),
-                              metrics=self.ctx.get("metrics", {}), gpu=str(results.get("gpu") or "GPU"))
+                              planned=[{"name": p["entry"], "title": p["name"]} for p in planned], changes=changes,
+                              metrics=self.ctx.get("metrics", {}), parent_config=parent_config,
+                              gpu=str(results.get("gpu") or "GPU"))
+        # Why/Prediction name the entries the designer applied (each once), not every planned one
+        applied = learn.applied_entries([(p["entry"], p["name"]) for p in planned], changes)
+        why_src = [p for p in planned if p["entry"] in applied] or [p for p in uniq if not p.get("entry")] or uniq
+        rationale = [p["rationale"] + "." for p in why_src]
+        skipped = [p["entry"] for p in planned if p["entry"] not in applied]
+        if skipped and applied:
+            rationale.append(f"Planned but not applied by the designer: {', '.join(skipped)}.")
         gains = [f"{t} {v['gain_pct']:+.0f}%" for t, v in d.get("per_trial", {}).items()]
-        est = ", ".join(f"{p['name']}: {p['rationale'].split('est. ')[-1]}" for p in planned) or "a gain beyond noise"
+        est = ", ".join(f"{p['name']}: {p['rationale'].split('est. ')[-1]}" for p in why_src if p.get("entry")) \
+            or "a gain beyond noise"
         entry = learn.devlog_entry(
-            new=new, parent=current_before, language=self.ctx["design_language"], changes=summary.get("changes", []),
-            rationale=[p["rationale"] + "." for p in self.ctx.get("planned", [])],
-            prediction=f"expected {est}; measured {', '.join(gains) or 'n/a'}", decision=d,
+            new=new, parent=current_before, language=self.ctx["design_language"], changes=changes,
+            rationale=rationale, prediction=f"expected {est}; measured {', '.join(gains) or 'n/a'}", decision=d,
             rows=rows_by_trial(results, new), metrics=metrics, command=self.ctx["verify"].get("command", ""),
             run_id=self.state.run_id)
         learn.append_devlog_entry(self.devlog, entry)

@@ -29,7 +29,8 @@ from ..select import control_level
 from .base import AgentContext, DesignImpossible, clean
 
 __all__ = ["KNOBS", "OfflineProfiler", "OfflineDesigner", "contract_from_results", "propose_config",
-           "render_version_module", "tried_configs", "next_version_name", "metrics_from_contract"]
+           "render_version_module", "tried_configs", "next_version_name", "metrics_from_contract", "parse_change",
+           "knob_off", "knob_serves", "literal_config"]
 
 #: knob family -> (key pattern, hand-picked promising values in order, catalog-name pattern).
 #: Order matters: with no catalog match the designer walks the families in this order (split and
@@ -145,6 +146,43 @@ def _family(key: str) -> str | None:
     return None
 
 
+_CHANGE_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*:\s*(.+?)\s*->\s*(.+?)\s*(?:\((.*)\))?\s*$")
+
+
+def _literal(text: str) -> Any:
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+def parse_change(line: str) -> tuple[str, Any, Any, str] | None:
+    """``(key, old, new, label)`` of a CONFIG change line as the designer writes it
+    (``"NUM_SPLITS: None -> 2 (split-kv-combine)"``); None for a free-text change."""
+    m = _CHANGE_RE.match(line)
+    if not m or " " in m.group(2).strip() and not m.group(2).strip().startswith(("'", '"')):
+        return None
+    return m.group(1), _literal(m.group(2)), _literal(m.group(3)), (m.group(4) or "").strip()
+
+
+def knob_off(value: Any) -> bool:
+    """A knob value that switches its technique off: 0, 1 (one split, one stage), False, "off".
+
+    None is NOT off: by the convention above it means "chosen automatically by the version", so a
+    parent with None may already use the technique (v5's ``NUM_SPLITS: None`` splits decode in 2)."""
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, (int, float)):
+        return value in (0, 1)
+    return isinstance(value, str) and value.strip().lower() in ("off", "none", "false", "0", "1", "")
+
+
+def knob_serves(key: str, text: str) -> bool:
+    """Whether CONFIG key ``key`` is the knob of the technique named/described by ``text``."""
+    fam = _family(key)
+    return fam is not None and bool(re.search(KNOBS[fam][2], text, re.I))
+
+
 def propose_config(parent: dict[str, Any], planned: list[dict[str, Any]], tried: list[dict[str, Any]]
                    ) -> tuple[dict[str, Any], list[str]] | None:
     """The next untried CONFIG and the list of changes, or None when nothing applies.
@@ -219,7 +257,7 @@ if hasattr(_parent, "supports"):
 '''
 
 
-def _literal_config(path: Path) -> tuple[str | None, dict[str, Any]]:
+def literal_config(path: Path) -> tuple[str | None, dict[str, Any]]:
     """PARENT and CONFIG of a version file read statically (no import: siblings may need a GPU DSL)."""
     parent, config = None, {}
     try:
@@ -244,7 +282,7 @@ def _literal_config(path: Path) -> tuple[str | None, dict[str, Any]]:
 
 def tried_configs(kernel_dir: Path, exclude: str = "") -> list[dict[str, Any]]:
     """Every existing version's CONFIG counts as tried: never re-create a sibling or an ancestor."""
-    return [cfg for p in sorted(kernel_dir.glob("v*.py")) for _par, cfg in [_literal_config(p)]
+    return [cfg for p in sorted(kernel_dir.glob("v*.py")) for _par, cfg in [literal_config(p)]
             if p.stem != exclude and cfg]
 
 
@@ -263,10 +301,14 @@ class OfflineDesigner:
 
         parent = Registry(context.kernels_dir).kernel(task.kernel).version(task.current)
         tried = tried_configs(kdir, exclude=task.new_version)
-        planned = [{"name": o.name, "title": m.get("title", o.name), "config": m.get("config", {}),
-                    "languages": m.get("languages", [])}
-                   for o in task.optimizations
-                   for m in [next((m for m in context.matches if m["name"] == o.name or m["title"] == o.name), {})]]
+        planned, seen = [], set()
+        for o in task.optimizations:  # one entry planned twice (by title and by name) is tried once
+            m = next((m for m in context.matches if m["name"] == o.name or m["title"] == o.name), {})
+            if m.get("name", o.name) in seen:
+                continue
+            seen.add(m.get("name", o.name))
+            planned.append({"name": o.name, "title": m.get("title", o.name), "config": m.get("config", {}),
+                            "languages": m.get("languages", [])})
         proposal = propose_config(parent.config, planned, tried)
         if proposal is None:
             raise DesignImpossible(
