@@ -181,8 +181,13 @@ class Steps:
         for m in self.ctx.get("metrics", {}).values():
             cands += [compat.match_fields(x) for x in self.kb.match(m, kernel_tags=(self.o.kernel,))][:3]
         # one entry named by the profiler (by path) and matched by the catalog (by name) is one candidate
-        stem = {c["name"]: Path(c.get("title") or "").stem for c in cands if str(c.get("title", "")).endswith(".md")}
-        cands = list({stem.get(c["name"]) or c["name"]: c for c in reversed(cands)}.values())[::-1]
+        seen: set[str] = set()
+        for c in list(cands):
+            t = str(c.get("title") or "")
+            k = Path(t).stem if t.endswith(".md") else c["name"]
+            if k in seen:
+                cands.remove(c)
+            seen.add(k)
         sel = select_language(cands, self.ctx["current_language"])
         design_language = sel.language
         line = f"{sel.language}: {sel.reason}"
@@ -349,6 +354,8 @@ class Steps:
         skipped = [p["entry"] for p in planned if p["entry"] not in applied]
         if skipped and applied:
             rationale.append(f"Planned but not applied by the designer: {', '.join(skipped)}.")
+        elif planned and not applied:
+            rationale.append("The designer's summary names none of these entries, so LEARN updated none of them.")
         gains = [f"{t} {v['gain_pct']:+.0f}%" for t, v in d.get("per_trial", {}).items()]
         est = ", ".join(f"{p['name']}: {p['rationale'].split('est. ')[-1]}" for p in why_src if p.get("entry")) \
             or "a gain beyond noise"

@@ -18,6 +18,7 @@ and the policy restarts from ``manual`` for it.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from . import compat
@@ -58,8 +59,10 @@ def pick_entries(kb: Any, metrics: dict[str, dict[str, float]], profiles: dict[s
                  language: str, limit: int = 3) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(entries to apply, anti-patterns to avoid) from the catalog matches of every trial's metrics.
 
-    The profiler's own opportunities are added when the catalog did not match them (an LLM profiler
-    may name entries by path).  Entries are ranked by estimated gain, best first.
+    Picks are keyed by catalog entry name: the profiler's own opportunities are added only when
+    they name (by name, title or entry path) no entry already picked, and one naming a catalog
+    entry by path or name carries that entry's name, title and kind (an entry is never picked twice,
+    once by title and once by name).  Ranked by estimated gain, best first.
     """
     best: dict[str, dict[str, Any]] = {}
     for trial, m in metrics.items():
@@ -68,13 +71,19 @@ def pick_entries(kb: Any, metrics: dict[str, dict[str, float]], profiles: dict[s
             f["trial"] = trial
             if f["name"] not in best or f["est_gain_pct"] > best[f["name"]]["est_gain_pct"]:
                 best[f["name"]] = f
+    catalog = {str(getattr(e, "name", "")): e for e in kb.entries()}
     for trial, p in profiles.items():
         for o in p.get("opportunities", []):
-            key = o.get("entry") or o["name"]
-            if not any(key in (b["name"], b["path"], b["title"]) for b in best.values()):
-                best[key] = {"name": o["name"], "title": o["name"], "path": o.get("entry", ""), "kind": "optimization",
-                             "languages": [], "est_gain_pct": float(o.get("est_gain_pct") or 0.0),
-                             "trigger": o.get("trigger", ""), "config": {}, "trial": trial}
+            ref = str(o.get("entry") or "")
+            stem = Path(ref).stem if ref.endswith(".md") else ref
+            key = next((k for k in (stem, o["name"]) if k in catalog), stem or o["name"])
+            taken = any(x and x in (b["name"], b["title"]) for b in best.values() for x in (key, o["name"], ref))
+            if taken or any(ref and b["path"].endswith(ref) for b in best.values()):
+                continue
+            f = compat.match_fields(catalog[key]) if key in catalog else {
+                "name": key, "title": o["name"], "path": ref, "kind": "optimization", "languages": [], "config": {}}
+            best[key] = {**f, "est_gain_pct": float(o.get("est_gain_pct") or 0.0),
+                         "trigger": o.get("trigger", ""), "condition": "", "trial": trial}
     ranked = sorted(best.values(), key=lambda f: -f["est_gain_pct"])
     avoid = [f for f in ranked if "anti" in f["kind"].lower()]
     apply = [f for f in ranked if "anti" not in f["kind"].lower()][:limit]
