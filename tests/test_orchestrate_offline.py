@@ -116,10 +116,15 @@ def _kb_with_split_kv(root: Path) -> KnowledgeBase:
     return kb
 
 
-@pytest.mark.parametrize("v2_times, kept", [({"decode": 80.0, "spec": 850.0}, True),
-                                             ({"decode": 150.0, "spec": 1500.0}, False)])
-def test_offline_run_learns(tmp_path: Path, v2_times: dict, kept: bool) -> None:
+@pytest.mark.parametrize("v1_splits, v2_times, kind", [
+    (4, {"decode": 80.0, "spec": 850.0}, "optimization"),  # kept
+    (4, {"decode": 150.0, "spec": 1500.0}, "optimization"),  # a retune (4 -> 8) never demotes the entry
+    (1, {"decode": 150.0, "spec": 1500.0}, "anti-pattern"),  # introduced (1 -> 2), slower where it fired
+])
+def test_offline_run_learns(tmp_path: Path, v1_splits: int, v2_times: dict, kind: str) -> None:
     root = make_toy_project(tmp_path)
+    v1 = root / "kernels" / "toy" / "v1.py"
+    v1.write_text(v1.read_text().replace('"NUM_SPLITS": 4', f'"NUM_SPLITS": {v1_splits}'))
     kb = _kb_with_split_kv(root)
     for trial in ("decode", "spec"):
         _report(root, "v1", trial, 100.0, 24.0)
@@ -129,13 +134,18 @@ def test_offline_run_learns(tmp_path: Path, v2_times: dict, kept: bool) -> None:
     orch = Orchestrator(Options(kernel="toy", root=root, iterations=1), profiler=OfflineProfiler(),
                         designer=OfflineDesigner(), runner=runner, knowledge=kb, has_gpu=True, out=lines.append)
     st = orch.run()
+    kept = v2_times["decode"] < 100.0
+    new_splits = 8 if v1_splits == 4 else 2
     assert st.steps["1:STRATEGIZE"].outputs["planned"][0]["entry"] == "split-kv"
-    assert st.steps["1:DESIGN"].outputs["summary"]["changes"] == ["NUM_SPLITS: 4 -> 8 (split-kv)"]
+    assert st.steps["1:DESIGN"].outputs["summary"]["changes"] == [f"NUM_SPLITS: {v1_splits} -> {new_splits} (split-kv)"]
     assert "## Optimization Task: toy v1 -> v2" in st.steps["1:DESIGN"].outputs["task_md"]
     assert st.steps["1:EVALUATE"].outputs["decision"]["kept"] is kept
     entry = kb.get("split-kv")
     assert len(entry.evidence_rows("local")) == 2  # one row per trial, measured here
-    assert entry.kind == ("optimization" if kept else "anti-pattern")
+    assert entry.kind == kind
+    if not kept and kind == "optimization":
+        assert entry.triggers == ["achieved_occupancy_pct < 40"]  # nothing helped: not narrowed either
+        assert "a retune of a knob the parent already uses (NUM_SPLITS 4 -> 8)" in entry.text
     assert kb.validate() == []
     devlog = (root / "docs" / "kernels" / "toy.md").read_text()
     if kept:  # LEARN redone (as after a kill in the middle of it) writes nothing twice

@@ -86,13 +86,16 @@ def test_tuning_policy() -> None:
     assert tuning_phase(h * COARSE_LIMIT, "v2", 3600)[0] == "manual"  # a kept child restarts the policy
 
 
-def test_narrowed_triggers_exclude_the_failed_point() -> None:
-    out = narrowed_triggers(["achieved_occupancy_pct < 40", "dram_pct > 70 and tensor_pct < 30"],
-                            {"achieved_occupancy_pct": 12.0, "dram_pct": 83.0})
-    assert out == ["(achieved_occupancy_pct < 40) and achieved_occupancy_pct > 12",
-                   "(dram_pct > 70 and tensor_pct < 30) and dram_pct < 83"]
+def test_narrowed_triggers_separate_helped_from_hurt() -> None:
+    """The added conjunct keeps the trigger true where the change helped and false where it hurt."""
+    helped = {"achieved_occupancy_pct": 12.0, "dram_pct": 83.0, "tensor_pct": 10.0}
+    hurt = {"achieved_occupancy_pct": 30.0, "dram_pct": 75.0, "tensor_pct": 10.0}
+    out = narrowed_triggers(["achieved_occupancy_pct < 40", "dram_pct > 90"], [helped], [hurt])
+    assert out == ["(achieved_occupancy_pct < 40) and achieved_occupancy_pct < 21", "dram_pct > 90"]
     from pytest_kforge.knowledge import parse_trigger
 
-    for t in out:
-        assert parse_trigger(t).holds({"achieved_occupancy_pct": 20, "dram_pct": 75, "tensor_pct": 10})
-    assert not parse_trigger(out[0]).holds({"achieved_occupancy_pct": 12.0})
+    assert parse_trigger(out[0]).holds(helped) and not parse_trigger(out[0]).holds(hurt)
+    # nothing helped: no narrowing at all (the old rule wrote "... and m > v" from the failed point alone)
+    assert narrowed_triggers(["achieved_occupancy_pct < 40"], [], [hurt]) is None
+    # the same metrics where it helped and hurt: no metric separates them, so no condition is invented
+    assert narrowed_triggers(["achieved_occupancy_pct < 40"], [hurt], [dict(hurt)]) is None

@@ -220,7 +220,7 @@ def test_timeline_without_hold_still_catches_side_work():
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (side-stream check on real streams)")
 @pytest.mark.parametrize("waits", [True, False], ids=["side-waits-for-current", "side-starts-at-once"])
 def test_side_stream_detected_on_gpu(waits):  # pragma: no cover - GPU only
-    x = torch.randn(4096, 4096, device="cuda")
+    x = torch.randn(8192, 4096, device="cuda")  # each mul_ moves 256 MB: ~60 us, 20 of them >> host launch time
     side = torch.cuda.Stream()
 
     def cheat():
@@ -244,7 +244,7 @@ def test_side_stream_detected_on_gpu(waits):  # pragma: no cover - GPU only
     bad = measure_side_stream_work(cheat)
     assert not bad.ok and "side stream" in bad.message, bad
     good = measure_side_stream_work(honest)
-    assert good.ok and good.event_s > 200e-6, good  # 20 x 128 MB of traffic: the work is on the timed stream
+    assert good.ok and good.event_s > 400e-6, good  # 20 x 256 MB of traffic: the work is on the timed stream
     assert measure_side_stream_work(joined).ok
 
 

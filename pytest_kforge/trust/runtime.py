@@ -6,7 +6,7 @@
   torch math (``mm``, ``bmm``, ``addmm``, ``_softmax``, ``logsumexp``, ``_scaled_dot_product_*``
   ...), which also catches aliases such as ``from torch import matmul as mm``.  A violation is
   recorded even if the kernel swallows the exception, and re-raised when the block exits.
-* :func:`measure_side_stream_work` -- the side-stream check.  Method: one untimed call first
+* :func:`measure_side_stream_work` -- the side-stream check.  Method: two untimed calls first
   (lazy module loading, allocator growth and stream creation would otherwise inflate the first
   sample); then per repeat: synchronise the whole device; enqueue a spin ("hold") on the current
   stream sized to cover the host's launch time, so event A below is stamped after the host has
@@ -186,7 +186,7 @@ class StreamReport:
 
 def measure_side_stream_work(call: Callable[[], Any], *, timeline: DeviceTimeline | None = None,
                              clock: Callable[[], float] = time.perf_counter, repeats: int = 5,
-                             abs_tol_s: float = 50e-6, rel_tol: float = 0.25, warmup: int = 1,
+                             abs_tol_s: float = 50e-6, rel_tol: float = 0.25, warmup: int = 2,
                              max_hold_s: float = 10e-3) -> StreamReport:
     """Call ``call`` ``warmup`` + ``repeats`` times and report device work left on non-current streams.
 
@@ -196,11 +196,11 @@ def measure_side_stream_work(call: Callable[[], Any], *, timeline: DeviceTimelin
     tl = timeline or TorchTimeline()
     hold = getattr(tl, "hold", None)
     host_s = 0.0
-    for _ in range(max(0, warmup)):
+    for _ in range(max(0, warmup)):  # the last warm call's host time sizes the first hold
         tl.sync_all()
         h0 = clock()
         call()
-        host_s = max(host_s, clock() - h0)
+        host_s = clock() - h0
     tails: list[float] = []
     events: list[float] = []
     walls: list[float] = []

@@ -1,0 +1,231 @@
+"""LEARN regressions from the first real H200 loop (run 20261202-173710-mla-a3cd, v5 -> v9, v10).
+
+v5 already chooses its split count automatically (``NUM_SPLITS: None``: 2 on decode, 1 on spec).
+The offline designer made v9 (NUM_SPLITS None -> 2) and v10 (None -> 4); both were rightly
+discarded, but LEARN (1) updated tma-mbarrier-pipeline, which was planned and never applied,
+(2) added each evidence row twice (split-kv-combine picked by title and by name), (3) narrowed
+split-kv-combine to the unsatisfiable ``(waves_per_sm < 1 and pct_floor < 70) and waves_per_sm > 7.76``,
+(4) made both entries anti-patterns after one retune regressed, (5) printed raw floats in the devlog.
+The fake suite results and profile metrics below have the real run's shape and numbers.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_kforge import contracts as C
+from pytest_kforge.knowledge import KnowledgeBase, parse_trigger
+from pytest_kforge.orchestrate.agents.offline import OfflineDesigner, OfflineProfiler
+from pytest_kforge.orchestrate.evaluate import decide
+from pytest_kforge.orchestrate.fakes import FakeSuiteRunner, make_toy_project
+from pytest_kforge.orchestrate.learn import devlog_entry, learn, narrowed_triggers, satisfiable
+from pytest_kforge.orchestrate.loop import Options, Orchestrator
+from pytest_kforge.orchestrate.strategy import pick_entries
+
+pytestmark = pytest.mark.usefixtures("isolated_kernels")  # tests/conftest.py
+
+SPLIT_TRIGGER = "waves_per_sm < 1 and pct_floor < 70"
+TMA_TRIGGER = "dram_pct < 60 and achieved_occupancy_pct < 25 and tensor_pct < 50"
+SPLIT_TITLE = "Split the KV sequence across CTAs and merge the partials with a combine pass"
+TMA_TITLE = "Multi-stage TMA + mbarrier pipeline for KV tiles (Hopper)"
+#: v5's ncu metrics (the parent's, on which the entries were matched)
+V5 = {"decode": {"duration_us": 132.0, "dram_pct": 24.91, "tensor_pct": 32.61, "achieved_occupancy_pct": 18.53,
+                 "sm_pct": 29.44, "grid_size": 128.0, "waves_per_sm": 0.97, "pct_floor": 35.0088},
+      "spec": {"duration_us": 1240.1, "dram_pct": 5.13, "tensor_pct": 51.29, "achieved_occupancy_pct": 15.46,
+               "sm_pct": 49.15, "grid_size": 1024.0, "waves_per_sm": 7.76, "pct_floor": 59.6233}}
+V9_CHANGE = "NUM_SPLITS: None -> 2 (split-kv-combine)"
+V10_CHANGE = "NUM_SPLITS: None -> 4 (split-kv-combine)"
+PLANNED = [{"name": "split-kv-combine", "title": SPLIT_TITLE}, {"name": "split-kv-combine", "title": "split-kv-combine"},
+           {"name": "tma-mbarrier-pipeline", "title": TMA_TITLE}]
+
+
+def make_kb(root: Path, split_trigger: str = SPLIT_TRIGGER) -> KnowledgeBase:
+    kb = KnowledgeBase(root / "docs" / "knowledge")
+    for name, title, trig, gain in (("split-kv-combine", SPLIT_TITLE, split_trigger, 40.0),
+                                    ("tma-mbarrier-pipeline", TMA_TITLE, TMA_TRIGGER, 25.0)):
+        kb.add_entry(name, kind="optimization", scope="shared", title=title, contexts=["decode attention"],
+                     triggers=[trig], est_gain=gain, mechanism="m.", affected_metrics=["duration_us"],
+                     implementation="x", generalization="g.", pitfalls=["p"], interactions=["i"],
+                     applies_to=["any"], languages=["cutile-dsl", "cute-dsl"],
+                     evidence=[("external", "1", "2", "-50%")], source="external")
+    return kb
+
+
+def suite(parent: tuple[float, float, float, float], new: tuple[float, float, float, float]) -> dict:
+    """Results JSON rows: (decode us, decode spread %, spec us, spec spread %) for v5 and the child."""
+    rows = [{"version": v, "trial": t, "median_us": us, "spread_pct": sp, "correct": True, "error": None}
+            for v, times in (("v5", parent), ("vN", new))
+            for t, us, sp in (("decode", times[0], times[1]), ("spec", times[2], times[3]))]
+    return {"results": rows, "correctness": [{"version": "vN", "test": "t", "passed": True, "message": ""}]}
+
+
+V9_RUN = suite((130.9, 0.9, 1261.9, 3.9), (130.8, 0.7, 1586.6, 1.0))  # decode +0.1%, spec -25.7%
+V10_RUN = suite((130.4, 0.9, 1253.3, 2.9), (159.6, 0.9, 1826.6, 0.4))  # decode -22.3%, spec -45.8%
+
+
+def run_learn(kb: KnowledgeBase, results: dict, change: str, new: str = "v9",
+              parent_config: dict | None = None) -> list[str]:
+    return learn(kb, kernel="mla", parent="v5", new=new, language="cutile-dsl",
+                 decision=decide(results, "v5", "vN").to_dict(), planned=PLANNED, changes=[change], metrics=V5,
+                 parent_config=parent_config or {"NUM_SPLITS": None, "KV_LATENCY": None}, gpu="NVIDIA H200")
+
+
+def test_v9_only_the_applied_entry_learns_once_per_trial(tmp_path: Path) -> None:
+    kb = make_kb(tmp_path)
+    tma_before = kb.get("tma-mbarrier-pipeline").text
+    updates = run_learn(kb, V9_RUN, V9_CHANGE)
+    # 1: tma-mbarrier-pipeline was planned but the only change was NUM_SPLITS: untouched
+    assert kb.get("tma-mbarrier-pipeline").text == tma_before
+    assert any("tma-mbarrier-pipeline was planned but not applied" in u for u in updates)
+    split = kb.get("split-kv-combine")
+    # 2: one row per trial although the entry was planned twice (by title and by name)
+    rows = split.evidence_rows("local")
+    assert [r.config for r in rows] == ["mla decode, NVIDIA H200", "mla spec, NVIDIA H200 (trigger not met)"]
+    assert [r.change for r in rows] == ["-0.1%", "+25.7%"]
+    # 3: spec is where the trigger does not hold: a pitfall, not a narrowed condition
+    assert split.triggers == [SPLIT_TRIGGER] and split.kind == "optimization"
+    assert "applying it where the trigger does not hold (spec, waves_per_sm=7.76) cost +26%" in split.text
+    # idempotent: a LEARN redone after a kill adds no row and no note
+    run_learn(kb, V9_RUN, V9_CHANGE)
+    again = kb.get("split-kv-combine")
+    assert len(again.evidence_rows("local")) == 2 and again.text.count("cost +26%") == 1
+    assert kb.validate() == []
+
+
+def test_v10_a_retune_that_regressed_is_not_an_anti_pattern(tmp_path: Path) -> None:
+    kb = make_kb(tmp_path)
+    run_learn(kb, V9_RUN, V9_CHANGE)
+    updates = run_learn(kb, V10_RUN, V10_CHANGE, new="v10")
+    assert not any("to_anti_pattern" in u or "narrow_conditions" in u for u in updates), updates
+    split = kb.get("split-kv-combine")
+    assert split.kind == "optimization" and split.triggers == [SPLIT_TRIGGER]  # 3 and 4
+    assert len(split.evidence_rows("local")) == 4  # two per child, none twice
+    assert "where its trigger holds: decode (waves_per_sm=0.97, pct_floor=35.01) +22%" in split.text
+    assert "a retune of a knob the parent already uses (NUM_SPLITS None -> 4)" in split.text
+    assert "(spec, waves_per_sm=7.76) cost +46%" in split.text
+    tma = kb.get("tma-mbarrier-pipeline")
+    assert tma.kind == "optimization" and tma.evidence_rows("local") == []
+    assert all(satisfiable(t) for e in kb.entries() for t in e.triggers)
+
+
+@pytest.mark.parametrize("decode_new, kind", [(159.6, "anti-pattern"), (132.5, "optimization")])
+def test_introducing_the_technique_can_demote_it(tmp_path: Path, decode_new: float, kind: str) -> None:
+    """Parent without splits (NUM_SPLITS 1) -> 4: an anti-pattern only when slower beyond twice the
+    spread on every trial where the trigger fired (decode; spec did not fire and does not count)."""
+    kb = make_kb(tmp_path)
+    results = suite((130.4, 0.9, 1253.3, 2.9), (decode_new, 0.9, 1826.6, 0.4))  # 132.5: -1.6%, < 2x spread
+    updates = learn(kb, kernel="mla", parent="v5", new="v10", language="cutile-dsl",
+                    decision=decide(results, "v5", "vN").to_dict(), planned=PLANNED,
+                    changes=["NUM_SPLITS: 1 -> 4 (split-kv-combine)"], metrics=V5, gpu="NVIDIA H200")
+    split = kb.get("split-kv-combine")
+    assert split.kind == kind, updates
+    assert split.triggers == [SPLIT_TRIGGER]  # nothing helped where it fired: never narrowed
+    if kind == "optimization":
+        assert "conditions kept (no trial where its trigger held got faster)" in split.text
+    assert kb.get("tma-mbarrier-pipeline").kind == "optimization"
+
+
+def test_narrowing_keeps_the_helped_trial_and_stays_satisfiable(tmp_path: Path) -> None:
+    """A trigger that fired on both trials, the change helped decode and hurt spec: one conjunct
+    is added that still holds on decode's parent metrics and excludes spec's."""
+    kb = make_kb(tmp_path, split_trigger="pct_floor < 70")
+    results = suite((130.4, 0.9, 1253.3, 2.9), (100.0, 0.9, 1826.6, 0.4))
+    updates = learn(kb, kernel="mla", parent="v5", new="v10", language="cutile-dsl",
+                    decision=decide(results, "v5", "vN").to_dict(), planned=PLANNED[:1],
+                    changes=["NUM_SPLITS: 1 -> 4 (split-kv-combine)"], metrics=V5, gpu="NVIDIA H200")
+    assert any(u.startswith("narrow_conditions(split-kv-combine)") for u in updates), updates
+    (trig,) = kb.get("split-kv-combine").triggers
+    t = parse_trigger(trig)
+    assert trig.startswith("(pct_floor < 70) and ") and satisfiable(trig)
+    assert t.holds(V5["decode"]) and not t.holds(V5["spec"])
+
+
+def test_no_contradicted_condition_is_ever_written() -> None:
+    real_bad = "(waves_per_sm < 1 and pct_floor < 70) and waves_per_sm > 7.76"
+    assert not satisfiable(real_bad)
+    assert satisfiable(SPLIT_TRIGGER) and satisfiable("waves_per_sm >= 1 and waves_per_sm <= 1")
+    assert not satisfiable("waves_per_sm > 1 and waves_per_sm <= 1")
+    assert not satisfiable("grid_size == 3 and grid_size != 3") and not satisfiable("not a trigger")
+    assert satisfiable("(waves_per_sm < 1 and waves_per_sm > 2) or dram_pct > 50")
+    # the real run's case: the trigger fired on decode only, and nothing helped there
+    assert narrowed_triggers([SPLIT_TRIGGER], [], [V5["decode"]]) is None
+    # a hurt trial where the trigger did not fire leaves the trigger as it is
+    assert narrowed_triggers([SPLIT_TRIGGER], [V5["decode"]], [V5["spec"]]) == [SPLIT_TRIGGER]
+
+
+class _Profiles:
+    """v5's two profile contracts as the real profiler wrote them (opportunities named by name + path)."""
+
+    @staticmethod
+    def opportunities(trial: str) -> list[C.Opportunity]:
+        if trial == "spec":
+            return []
+        return [C.Opportunity("split-kv-combine", 40.0, "waves_per_sm=0.97, pct_floor=35.01",
+                              "docs/knowledge/optimizations/split-kv-combine.md"),
+                C.Opportunity("tma-mbarrier-pipeline", 25.0, "dram_pct=24.91",
+                              "docs/knowledge/optimizations/tma-mbarrier-pipeline.md")]
+
+    @classmethod
+    def write(cls, root: Path, version: str, trial: str, us: float) -> None:
+        c = C.ProfileContract("toy", version, {"b": 32, "s": 1 if trial == "decode" else 16, "t": 4096, "h": 128},
+                              [C.StageRow("main", us, 30.0, 25.0, 18.5, "Latency", "few CTAs")], "Latency",
+                              "Too few CTAs for 132 SMs. Occupancy 19%.", cls.opportunities(trial))
+        p = root / "reports" / "toy" / version / f"{trial}.json"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(json.dumps({"contract": c.to_dict(), "metrics": V5[trial]}))
+
+
+def test_pick_entries_picks_each_entry_once(tmp_path: Path) -> None:
+    kb = make_kb(tmp_path)
+    profiles = {t: {"opportunities": [o.__dict__ for o in _Profiles.opportunities(t)]} for t in V5}
+    apply, avoid = pick_entries(kb, V5, profiles, kernel="mla", language="cutile-dsl")
+    assert [a["name"] for a in apply] == ["split-kv-combine", "tma-mbarrier-pipeline"] and avoid == []
+    assert apply[0]["title"] == SPLIT_TITLE
+
+
+def test_real_run_end_to_end_on_a_toy(tmp_path: Path) -> None:
+    """Two offline iterations from a parent with an automatic split count, timed like v5/v9/v10."""
+    root = make_toy_project(tmp_path)
+    v1 = root / "kernels" / "toy" / "v1.py"
+    v1.write_text(v1.read_text().replace('"NUM_SPLITS": 4', '"NUM_SPLITS": None'))
+    kb = make_kb(root)
+    tma_before = kb.get("tma-mbarrier-pipeline").text
+    for t, us in (("decode", 132.0), ("spec", 1240.1)):
+        _Profiles.write(root, "v1", t, us)
+    times = {"v1": {"decode": 130.9, "spec": 1261.9}, "v2": {"decode": 130.8, "spec": 1586.6},
+             "v3": {"decode": 159.6, "spec": 1826.6}}
+    orch = Orchestrator(Options(kernel="toy", root=root, iterations=2), profiler=OfflineProfiler(),
+                        designer=OfflineDesigner(), runner=FakeSuiteRunner(times, spread_pct=0.9), knowledge=kb,
+                        has_gpu=True, out=lambda _s: None)
+    st = orch.run()
+    assert st.steps["1:DESIGN"].outputs["summary"]["changes"] == ["NUM_SPLITS: None -> 2 (split-kv-combine)"]
+    assert st.steps["2:DESIGN"].outputs["summary"]["changes"] == ["NUM_SPLITS: None -> 4 (split-kv-combine)"]
+    for i in (1, 2):
+        entries = [p["entry"] for p in st.steps[f"{i}:STRATEGIZE"].outputs["planned"]]
+        assert len(entries) == len(set(entries)) and "split-kv-combine" in entries
+    split = kb.get("split-kv-combine")
+    assert split.kind == "optimization" and split.triggers == [SPLIT_TRIGGER]
+    assert len(split.evidence_rows("local")) == 4
+    assert "applying it where the trigger does not hold (spec, waves_per_sm=7.76) cost +26%" in split.text
+    assert kb.get("tma-mbarrier-pipeline").text == tma_before
+    devlog = (root / "docs" / "kernels" / "toy.md").read_text()
+    v2 = devlog[devlog.index("### v2 "):devlog.index("### v3 ")]
+    assert v2.count("est. 40% gain") == 1 and "est. 25% gain" not in v2  # Why: the applied entry, once
+    assert f"**Prediction:** expected {SPLIT_TITLE}: 40% gain; measured decode +0%, spec -26%" in v2
+    assert "Planned but not applied by the designer: tma-mbarrier-pipeline." in v2
+    assert "| decode | 130.8 | 0.9 | 35.3 | True |" in v2  # 5: one decimal
+
+
+def test_devlog_table_has_one_decimal() -> None:
+    rows = {"decode": {"median_us": 130.8640018105507, "spread_pct": 0.7458181151746063,
+                       "pct_floor": 35.31274666724195, "correct": True, "note": ""},
+            "spec": {"median_us": None, "spread_pct": None, "pct_floor": None, "correct": False, "note": "oom"}}
+    text = devlog_entry(new="v9", parent="v5", language="cutile-dsl", changes=[V9_CHANGE], rationale=["r."],
+                        prediction="p", decision={"reason": "discarded"}, rows=rows, metrics={}, command="c",
+                        run_id="r")
+    assert "| decode | 130.9 | 0.7 | 35.3 | True |  |" in text
+    assert "| spec | n/a | n/a | n/a | False | oom |" in text
+    assert "130.86" not in text
