@@ -75,7 +75,7 @@ def test_cli_match_prints_contract_opportunities(capsys: pytest.CaptureFixture[s
     ("name: split-kv-combine", "name: split-kv", "differs from the file name"),
     ("est_gain: 40", "est_gain: lots", "est_gain must be a number"),
     ("scope: shared\n", "scope: [shared\n", "not valid YAML"),
-    ("evidence: external", "evidence: local", "local-evidence table has no rows"),
+    ("evidence: local", "evidence: hearsay", "is not local or external"),
     ("- Metric condition: `waves_per_sm < 1", "- Metric condition: `waves_per_sm < 2", "does not list the front-matter"),
 ])
 def test_malformed_entry_fails_validate(kb: KnowledgeBase, old: str, new: str, needle: str | None) -> None:
