@@ -2,8 +2,8 @@
 
 :func:`run_trial` builds (or reuses) the trial's inputs, retries with the spec's ``shrink_param``
 halved when they do not fit in GPU memory (recorded in the result's ``note``), checks the call
-contract once, times it (:mod:`pytest_kforge.timing`), rejects side-stream work and times below
-the roofline floor, re-checks correctness on fresh inputs with the same output buffers, and
+contract once, times it (:mod:`pytest_kforge.timing`), rejects side-stream work (the timing
+check, then on CUDA one profiled launch: the stream audit) and times below the roofline floor, re-checks correctness on fresh inputs with the same output buffers, and
 returns the result row of the results JSON.
 
 :func:`feed_benchmark` hands the per-round device times to the ``benchmark`` fixture through a
@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .correctness import ref_dtype_for, run_once
-from .timing import TimingResult, floor_problem, make_clock, side_stream_problem, time_launch
+from .timing import TimingResult, floor_problem, make_clock, side_stream_problem, stream_audit, time_launch
 
 if TYPE_CHECKING:  # pragma: no cover
     from .registry import Version
@@ -149,7 +149,19 @@ def run_trial(version: Version, trial: TrialConfig, ks: KforgeSession) -> tuple[
                samples_us=[x * 1e6 for x in res.samples_s],
                tflops=spec.flops(used.params) / med / 1e12, gbps=spec.min_bytes(used.params) / med / 1e9,
                pct_floor=100.0 * floor_s / med)
-    error = side_stream_problem(res) or floor_problem(med, floor_s) or _recheck(version, used, inputs, outputs, ks)
+    audit_notes: list[str] = []
+    audit_state = ["not run (cpu)" if not str(ks.device).startswith("cuda") else "not run (rejected before it)"]
+
+    def audit() -> str | None:
+        if not str(ks.device).startswith("cuda"):
+            return None
+        problem = stream_audit(launch, notes=audit_notes)
+        audit_state[0] = "; ".join(audit_notes) or ("failed" if problem else "ok")
+        return problem
+
+    error = (side_stream_problem(res) or audit() or floor_problem(med, floor_s)
+             or _recheck(version, used, inputs, outputs, ks))
+    row["stream_audit"] = audit_state[0]  # "ok", "failed", why it could not run, or why it was not run
     row["correct"] = error is None or not error.startswith("after timing")
     row["error"] = error
     return row, res

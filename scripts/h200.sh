@@ -46,7 +46,10 @@ peers)
   ;;
 trust)
   TAIL=25 run trust-gpu 150 python3 -m pytest -q -rs -p no:cacheprovider tests/test_trust_runtime.py \
-      tests/test_trust_sandbox.py tests/adversarial
+      tests/test_trust_sandbox.py tests/adversarial tests/test_timing.py
+  # the best versions' trials again, now with the stream audit in every trial
+  TAIL=12 run trial-audit 150 python3 -m pytest --kernel mla --kernel-version "v3,$BEST" -k test_trial \
+      -p no:cacheprovider --kforge-json="$KF/trial-audit.json"
   ;;
 all)
   run doctor 60 python3 -m pytest_kforge.doctor
