@@ -20,6 +20,9 @@ from kforge_kernels.mla import _cutile_common as cc
 LANGUAGE = "cutile-dsl"
 PARENT = "v2"
 DESCRIPTION = "cuTile: v2 + direct bf16 out/lse when 1 split (no workspace), bf16 split partials, KV latency hint"
+#: ncu kernel-name substrings -> stage names in profile reports
+STAGE_NAMES = {"mla_combine": "combine pass", "mla_v3_kernel": "split-KV main pass"}
+
 CONFIG: dict[str, Any] = {
     "BLOCK_H": 64,
     "NUM_SPLITS": None,  # None: chosen from b, row tiles and max pages to fill the SMs

@@ -30,6 +30,9 @@ from kforge_kernels.mla import _cutile_plan as plan
 LANGUAGE = "cutile-dsl"
 PARENT = "v3"
 DESCRIPTION = "cuTile: v3 + split combine fused into the main kernel (last split combines, atomic counter), cached launch plan"
+#: ncu kernel-name substrings -> stage names in profile reports
+STAGE_NAMES = {"mla_v5_kernel": "split-KV pass + fused combine"}
+
 CONFIG: dict[str, Any] = {
     "BLOCK_H": 64,
     "NUM_SPLITS": None,  # None: chosen from b, row tiles and max pages to fill the SMs

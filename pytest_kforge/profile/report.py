@@ -48,6 +48,7 @@ class ProfileReport:
 
 
 _NOISE = re.compile(r"^(void|static|__global__)\s+")
+_CUTILE_MANGLING = re.compile(r"_Kt\d+_A\d.*$")
 
 
 def stage_name(kernel_name: str, stage_names: Mapping[str, str] | None = None) -> str:
@@ -66,6 +67,7 @@ def stage_name(kernel_name: str, stage_names: Mapping[str, str] | None = None) -
         elif depth == 0:
             out.append(ch)
     base = "".join(out).strip().split("::")[-1].strip() or kernel_name.strip()
+    base = _CUTILE_MANGLING.sub("", base) or base  # cuTile appends the argument signature
     return base if len(base) <= 48 else base[:45] + "..."
 
 
