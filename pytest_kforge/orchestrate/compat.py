@@ -1,18 +1,12 @@
-"""The orchestrator's view of modules owned by other parts, with small stand-ins when absent.
+"""The orchestrator's view of the modules it uses from other parts of the package.
 
-Each stand-in is deliberately minimal and records that it is in use (``FALLBACKS``), so a run on a
-partial checkout says so instead of silently behaving differently (contracts are always the real
-``pytest_kforge.contracts``).  The real modules are:
-``pytest_kforge.knowledge.KnowledgeBase``,
-``pytest_kforge.trust.sandbox.run_isolated`` and ``pytest_kforge.trust.paths.PathGuard``.
+The sandbox and the path guard come from :mod:`pytest_kforge.trust`; the knowledge base gets a
+recorded stand-in only when it cannot be imported (``FALLBACKS`` says so in the run log), so a
+LEARN step on a broken checkout reports what it would have written instead of failing.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import os
-import subprocess
-import time
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -79,68 +73,5 @@ def match_fields(match: Any) -> dict[str, Any]:
     }
 
 
-@dataclasses.dataclass
-class SandboxResult:
-    returncode: int | None
-    stdout: str
-    stderr: str
-    timed_out: bool
-    crashed: bool
-    reason: str | None
-    gpu_ok: bool | None
-    wall_s: float
-
-
-def _run_isolated_fallback(cmd: list[str], *, timeout_s: float, cwd: str | Path, env: dict[str, str] | None = None,
-                           check_gpu_after: bool = True) -> SandboxResult:
-    t0 = time.monotonic()
-    try:
-        p = subprocess.run(cmd, cwd=cwd, env={**os.environ, **(env or {})}, capture_output=True, text=True,
-                           timeout=timeout_s)
-    except subprocess.TimeoutExpired as exc:
-        out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-        return SandboxResult(None, out, "", True, False, f"timed out after {timeout_s:g} s", None,
-                             time.monotonic() - t0)
-    crashed = p.returncode < 0
-    reason = f"killed by signal {-p.returncode}" if crashed else None
-    return SandboxResult(p.returncode, p.stdout, p.stderr, False, crashed, reason, None, time.monotonic() - t0)
-
-
-try:
-    from pytest_kforge.trust.sandbox import run_isolated
-except ImportError:
-    run_isolated = _run_isolated_fallback  # type: ignore[assignment]
-    FALLBACKS.append("pytest_kforge.trust.sandbox")
-
-
-class _PathRefusedFallback(ValueError):
-    pass
-
-
-class _PathGuardFallback:
-    """Writes only inside ``allowed`` folders under ``root``; no ``..``, absolute paths or escaping links."""
-
-    def __init__(self, root: str | Path, allowed: tuple[str, ...] = ("kernels/", "docs/")) -> None:
-        self.root = Path(root).resolve()
-        self.allowed = tuple(a.rstrip("/") for a in allowed)
-
-    def resolve_for_write(self, rel_path: str | Path) -> Path:
-        rel = Path(rel_path)
-        if rel.is_absolute() or ".." in rel.parts:
-            raise _PathRefusedFallback(f"{rel_path} is absolute or contains '..'; give a path relative to the "
-                                       f"project inside {', '.join(self.allowed)}")
-        target = (self.root / rel).resolve()
-        for a in self.allowed:
-            base = (self.root / a).resolve()
-            if target == base or base in target.parents:
-                return target
-        raise _PathRefusedFallback(f"{rel_path} is outside the writable folders {', '.join(self.allowed)}; "
-                                   f"write only there")
-
-
-try:
-    from pytest_kforge.trust.paths import PathGuard, PathRefused
-except ImportError:
-    PathGuard = _PathGuardFallback  # type: ignore[assignment,misc]
-    PathRefused = _PathRefusedFallback  # type: ignore[assignment,misc]
-    FALLBACKS.append("pytest_kforge.trust.paths")
+from pytest_kforge.trust.paths import PathGuard, PathRefused  # noqa: E402
+from pytest_kforge.trust.sandbox import SandboxResult, run_isolated  # noqa: E402
