@@ -257,3 +257,14 @@ def test_fresh_base_gets_its_own_catalog(tmp_path: Path) -> None:
                  est_gain=1, mechanism="m", affected_metrics=["a"], implementation="pass", generalization="g",
                  pitfalls=["p"], interactions=["i"], evidence=[("c", "b", "a", "ch")], source="external")
     assert kb.validate() == [] and "| x-y | X | shared |" in kb.catalog.read_text()
+
+
+def test_add_pitfall_appends_a_dated_note_and_keeps_human_text(kb: KnowledgeBase) -> None:
+    path = kb.root / "optimizations" / "split-kv-combine.md"
+    path.write_text(path.read_text() + "\nA human remark.\n")
+    kb.add_pitfall("split-kv-combine", "forcing 2 splits on a full grid cost +26% (spec)")
+    text = path.read_text()
+    assert "forcing 2 splits on a full grid cost +26% (spec)" in text and "A human remark." in text
+    assert kb.validate() == []
+    with pytest.raises(Exception, match="non-empty note"):
+        kb.add_pitfall("split-kv-combine", "  ")

@@ -22,5 +22,7 @@ def designer_launch_prompt(task: OptimizationTask, language: str) -> str:
     opts = "; ".join(f"{o.name} ({o.rationale})" for o in task.optimizations)
     return (f"Create {task.kernel} {task.new_version} from {task.current}.\nLanguage: {language}.\n"
             f"Load /design-{language}-kernel and the matching reference skill if one exists.\n"
-            f"Apply optimizations: [{opts}].\nReturn implementation summary per the output contract.\n\n"
+            f"Apply optimizations: [{opts}].\nReturn implementation summary per the output contract.\n"
+            # LEARN credits only the optimisations the summary names, so the names must match the task's
+            f"Under Changes Applied, name each optimization you applied exactly as written above.\n\n"
             + task.render())

@@ -257,6 +257,12 @@ class KnowledgeBase:
             return text, e.rel
         return self._mutate(name, change)
 
+    def add_pitfall(self, name: str, note: str) -> Entry:
+        """Append a dated line to the entry's learned notes (under Pitfalls), keeping human text."""
+        if not note.strip():
+            raise KnowledgeError("add_pitfall needs a non-empty note saying what failed and where")
+        return self._mutate(name, lambda e: (self._learned(e.text, note), e.rel))
+
     def narrow_conditions(self, name: str, triggers: Sequence[str], *, reason: str = "") -> Entry:
         """Replace the entry's triggers (front matter and When to Apply), noting why under Pitfalls."""
         if isinstance(triggers, str) or not triggers:

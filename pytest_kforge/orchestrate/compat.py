@@ -36,7 +36,7 @@ class _NullKnowledgeBase:
         return []
 
     def __getattr__(self, name: str) -> Any:
-        if name in ("add_entry", "add_evidence", "narrow_conditions", "to_anti_pattern"):
+        if name in ("add_entry", "add_evidence", "narrow_conditions", "to_anti_pattern", "add_pitfall"):
             def record(*args: Any, **kwargs: Any) -> None:
                 self.updates.append((name, args, kwargs))
             return record

@@ -238,20 +238,11 @@ def _introduced(lines: list[str], entry: Any, parent_config: dict[str, Any] | No
 
 
 def _add_pitfall(kb: Any, entry: Any, note: str) -> str:
-    """A Pitfalls note (``kb.add_pitfall`` when the knowledge base has it, else its learned-notes block)."""
+    """A dated Pitfalls note on the entry (once; a repeat of the same note is skipped)."""
     name = entry.name
     if " ".join(note.split()) in " ".join(str(getattr(entry, "text", "")).split()):
         return f"pitfall already noted on {name}"
-    if getattr(kb, "add_pitfall", None) is not None:
-        return kb_call(kb, "add_pitfall", name, note)
-    mutate, learned = getattr(kb, "_mutate", None), getattr(kb, "_learned", None)
-    if mutate is None or learned is None:
-        return f"skipped add_pitfall({name}): the knowledge base has no way to add a pitfall note"
-    try:
-        mutate(name, lambda e: (learned(e.text, note), e.rel))
-    except Exception as exc:  # noqa: BLE001 - learning must not lose the run
-        return f"failed add_pitfall({name}): {exc}"
-    return f"add_pitfall({name})"
+    return kb_call(kb, "add_pitfall", name, note)
 
 
 def learn(kb: Any, *, kernel: str, parent: str, new: str, language: str, decision: dict[str, Any],
