@@ -67,16 +67,16 @@ def test_cli_match_prints_contract_opportunities(capsys: pytest.CaptureFixture[s
 # ------------------------------------------------------------------------------ malformed entries
 @pytest.mark.parametrize(("old", "new", "needle"), [
     ("## Pitfalls\n", "## Pitfals\n", "missing section(s) ## Pitfalls"),
-    ("triggers: [\"waves_per_sm < 1 and pct_floor < 70\"",
-     "triggers: [\"waves_per_sm << 1 and pct_floor < 70\"", "expected a number"),
-    ("triggers: [\"waves_per_sm < 1 and pct_floor < 70\"",
+    ("triggers: [\"waves_per_sm < 0.75 and pct_floor < 70\"",
+     "triggers: [\"waves_per_sm << 0.75 and pct_floor < 70\"", "expected a number"),
+    ("triggers: [\"waves_per_sm < 0.75 and pct_floor < 70\"",
      "triggers: [\"waves < 1\"", "unknown metric"),
     ("kind: optimization", "kind: trick", "kind 'trick' is not one of"),
     ("name: split-kv-combine", "name: split-kv", "differs from the file name"),
     ("est_gain: 40", "est_gain: lots", "est_gain must be a number"),
     ("scope: shared\n", "scope: [shared\n", "not valid YAML"),
     ("evidence: local", "evidence: hearsay", "is not local or external"),
-    ("- Metric condition: `waves_per_sm < 1", "- Metric condition: `waves_per_sm < 2", "does not list the front-matter"),
+    ("- Metric condition: `waves_per_sm < 0.75", "- Metric condition: `waves_per_sm < 2", "does not list the front-matter"),
 ])
 def test_malformed_entry_fails_validate(kb: KnowledgeBase, old: str, new: str, needle: str | None) -> None:
     path = kb.root / "optimizations" / "split-kv-combine.md"
@@ -168,7 +168,7 @@ def test_trigger_matches_reference_semantics(cmps: list[tuple[str, str, int]], j
 # ------------------------------------------------------------------------------ match
 def test_match_ranks_by_gain_and_filters(kb: KnowledgeBase) -> None:
     metrics = {"achieved_occupancy_pct": 10, "dram_pct": 30, "tensor_pct": 20, "sm_pct": 30, "pct_floor": 20,
-               "local_spill_bytes": 4096, "registers_per_thread": 255, "waves_per_sm": 0.97}
+               "local_spill_bytes": 4096, "registers_per_thread": 255, "waves_per_sm": 0.5}
     found = kb.match(metrics, kernel_tags=("mla",))
     gains = [m.est_gain_pct for m in found]
     assert gains == sorted(gains, reverse=True) and len(found) >= 5
