@@ -28,6 +28,13 @@ def summary_rows(state: RunState) -> list[dict[str, Any]]:
                     and "history" in r.outputs), key=lambda k: int(k.split(":")[0]))  # skipped ones have none
     if evals:
         rows += state.steps[evals[-1]].outputs.get("history", [])
+        # a run that began without saved results: take the start version's figures from the
+        # first VERIFY, which measured it beside its child in the same session
+        if rows and rows[0].get("kept") is None:
+            first = state.steps[evals[0]].outputs.get("decision", {}).get("per_trial", {})
+            for t, r in first.items():
+                if rows[0].get(f"{t}_us") is None and r.get("parent_us") is not None:
+                    rows[0][f"{t}_us"] = r["parent_us"]
     return rows
 
 
