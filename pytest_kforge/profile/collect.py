@@ -15,9 +15,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import shutil
-import signal
-import subprocess
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -61,20 +58,16 @@ class Collected:
 
 def run_command(cmd: Sequence[str], *, timeout_s: float, cwd: str | Path | None = None,
                 env: dict[str, str] | None = None) -> RunResult:
-    """Run ``cmd`` in its own process group; on timeout kill the whole group (ncu and its child)."""
-    t0 = time.monotonic()
-    proc = subprocess.Popen(list(cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd,
-                            env=env, start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=timeout_s)
-        return RunResult(list(cmd), proc.returncode, out, err, False, time.monotonic() - t0)
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        out, err = proc.communicate()
-        return RunResult(list(cmd), None, out or "", err or "", True, time.monotonic() - t0)
+    """Run ``cmd`` in its own process group; on timeout kill the whole group (ncu and its child).
+
+    The process handling is the sandbox's (:func:`pytest_kforge.trust.sandbox.spawn`); the whole
+    output is kept, since the callers parse it (metric listings, raw CSV).
+    """
+    from ..trust.sandbox import spawn
+
+    rc, out, err, timed_out, wall = spawn(cmd, timeout_s, cwd if cwd is not None else os.getcwd(), env,
+                                          max_chars=None)
+    return RunResult(list(cmd), None if timed_out else rc, out, err, timed_out, wall)
 
 
 def find_ncu(ncu: str | None = None) -> str | None:

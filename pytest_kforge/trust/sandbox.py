@@ -116,13 +116,12 @@ def _kill_group(pgid: int) -> None:
         pass
 
 
-def _read_tail(fh: tempfile._TemporaryFileWrapper) -> str:  # type: ignore[type-arg]
+def _read_tail(fh: tempfile._TemporaryFileWrapper, max_chars: int | None = MAX_OUTPUT_CHARS) -> str:  # type: ignore[type-arg]
     fh.flush()
     size = fh.seek(0, os.SEEK_END)
-    fh.seek(max(0, size - MAX_OUTPUT_CHARS * 2))
-    data = fh.read()
-    text = data.decode("utf-8", errors="replace")
-    return text[-MAX_OUTPUT_CHARS:]
+    fh.seek(0 if max_chars is None else max(0, size - max_chars * 2))
+    text = fh.read().decode("utf-8", errors="replace")
+    return text if max_chars is None else text[-max_chars:]
 
 
 def _signal_name(num: int) -> str:
@@ -137,8 +136,14 @@ def _last_line(text: str) -> str:
     return lines[-1][:300] if lines else "(no output on stderr)"
 
 
-def _spawn(cmd: Sequence[str], timeout_s: float, cwd: str | Path, env: Mapping[str, str] | None
-           ) -> tuple[int | None, str, str, bool, float]:
+def spawn(cmd: Sequence[str], timeout_s: float, cwd: str | Path, env: Mapping[str, str] | None,
+          *, max_chars: int | None = MAX_OUTPUT_CHARS) -> tuple[int | None, str, str, bool, float]:
+    """Run ``cmd`` in its own session with output in temp files (a child holding a pipe cannot
+    hang us); on timeout, or when it leaves children behind, kill its whole process group.
+
+    Returns ``(returncode, stdout, stderr, timed_out, wall_s)``; each stream keeps its last
+    ``max_chars`` characters (``None``: all of it).
+    """
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.monotonic()
         proc = subprocess.Popen(list(cmd), cwd=str(cwd), env=None if env is None else dict(env),
@@ -156,12 +161,12 @@ def _spawn(cmd: Sequence[str], timeout_s: float, cwd: str | Path, env: Mapping[s
                 proc.wait()
         wall = time.monotonic() - t0
         _kill_group(proc.pid)  # children left behind after the leader exited
-        return proc.returncode, _read_tail(out), _read_tail(err), timed_out, wall
+        return proc.returncode, _read_tail(out, max_chars), _read_tail(err, max_chars), timed_out, wall
 
 
 def gpu_health_probe(timeout_s: float = 120.0, python: str | None = None) -> bool | None:
     """Run :data:`GPU_PROBE_CODE` in a fresh process: True healthy, False broken, None no GPU/torch."""
-    rc, out, err, timed_out, _ = _spawn([python or sys.executable, "-c", GPU_PROBE_CODE], timeout_s,
+    rc, out, err, timed_out, _ = spawn([python or sys.executable, "-c", GPU_PROBE_CODE], timeout_s,
                                         os.getcwd(), None)
     if timed_out:
         return False
@@ -188,7 +193,7 @@ def run_isolated(
         raise ValueError("run_isolated needs a command, e.g. [sys.executable, '-m', 'pytest', ...]")
     if not timeout_s or timeout_s <= 0:
         raise ValueError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
-    rc, out, err, timed_out, wall = _spawn(cmd, timeout_s, cwd, env)
+    rc, out, err, timed_out, wall = spawn(cmd, timeout_s, cwd, env)
     cuda_error = find_cuda_error(err) or find_cuda_error(out)
     crashed = rc is not None and rc < 0 and not timed_out
     reasons: list[str] = []
