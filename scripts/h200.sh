@@ -10,8 +10,9 @@
 #   bash scripts/h200.sh all     BEST=v6   # (+cute2) suite of every version, benchmark compare, ncu vs harness
 #   bash scripts/h200.sh loop    BEST=v6   # orchestrator: 2 iterations, killed in VERIFY, resumed
 #   bash scripts/h200.sh trust             # trust/adversarial tests on the GPU
+#   bash scripts/h200.sh cute VERSIONS=v4_cute   # (cute staged) CuTe self-check + harness suite (+ ncu)
 set -uo pipefail
-step="${1:?step: cutile|peers|all|loop|trust}"
+step="${1:?step: cutile|peers|all|loop|trust|cute}"
 shift || true
 for kv in "$@"; do export "$kv"; done
 BEST="${BEST:-v3}"
@@ -28,18 +29,19 @@ run() { local name="$1"; local limit="$2"; shift 2; log "$name: $*"; local t0=$S
 
 case "$step" in
 cutile)
-  TAIL=40 run sweep 260 python3 kernels/mla/_cutile_sweep.py --budget 200
+  TAIL=40 run sweep "${SWEEP_S:-260}" python3 kernels/mla/_cutile_sweep.py --budget "${SWEEP_BUDGET:-200}" ${SWEEP_ONLY:+--only "$SWEEP_ONLY"}
+  [ -n "${SKIP_SUITE:-}" ] && { tar czf "$OUT/kf-$step.tgz" -C / tmp/kf 2>/dev/null; exit 0; }
   cp "$OUT"/cutile_sweep.* "$KF"/ 2>/dev/null
   V=$(ls kernels/mla | sed -n 's/^\(v[0-9][0-9]*\)\.py$/\1/p' | sort -V | paste -sd, -)
   TAIL=30 run suite-cutile 300 python3 -m pytest --kernel mla --kernel-version "$V" -p no:cacheprovider -rs \
       --kforge-examples 8 --kforge-json="$KF/suite-cutile.json"
   ;;
 peers)
-  run test-peers 150 python3 -m pytest tests/test_peers.py -q -p no:cacheprovider -rs
-  TAIL=20 run compare 240 python3 -m benchmarks.compare --kernel mla --versions "v0,v3,$BEST" \
+  [ -n "${SKIP_PEERTESTS:-}" ] || run test-peers 150 python3 -m pytest tests/test_peers.py -q -p no:cacheprovider -rs
+  TAIL=20 run compare 240 python3 -m benchmarks.compare --kernel mla --versions "${PEER_VERSIONS:-v0,v3,$BEST}" \
       --peers torch_bmm,torch_bmm_contig,flashinfer_fa3,flashinfer_fa2 --trial decode,spec --rounds 40 \
       --out "$KF/peers.md" --json "$KF/peers.json"
-  run trust-gpu 90 python3 -m pytest -q -rs -p no:cacheprovider tests/test_trust_runtime.py \
+  [ -n "${SKIP_TRUST:-}" ] || run trust-gpu 90 python3 -m pytest -q -rs -p no:cacheprovider tests/test_trust_runtime.py \
       tests/test_trust_sandbox.py tests/adversarial
   [ -n "${SKIP_PROFILE:-}" ] || TAIL=30 run profile-v0 120 python3 -m pytest --kernel mla --kernel-version v0 \
       --kforge-profile --kforge-no-bench -p no:cacheprovider -rs
@@ -60,7 +62,7 @@ all)
       -p no:cacheprovider --kforge-json="$KF/suite-rerun.json" --benchmark-autosave \
       --benchmark-storage="$S" --benchmark-compare
   # the harness's time vs ncu's gpu__time_duration.sum for the best version's kernels (flush excluded)
-  run ncu-agree 120 ncu --clock-control none --metrics gpu__time_duration.sum --csv \
+  [ -n "${SKIP_NCU:-}" ] || run ncu-agree 120 ncu --clock-control none --metrics gpu__time_duration.sum --csv \
       -k "regex:mla" python3 -m pytest --kernel "mla:$BEST" -k "test_trial and decode" \
       --kforge-rounds 20 --kforge-warmup 2 -p no:cacheprovider --kforge-json="$KF/ncu-agree.json"
   ;;
@@ -74,6 +76,14 @@ loop)
   RID=$(ls -t runs | head -1)
   TAIL=40 run orch-resume 450 python3 -u -m pytest_kforge.orchestrate --resume "$RID"
   cp -r "runs/$RID" "$KF/run-$RID" 2>/dev/null
+  ;;
+cute)
+  V="${VERSIONS:-v4_cute}"
+  TAIL=40 run cute-selfcheck "${SELFCHECK_S:-240}" python3 kernels/mla/_cute_selfcheck.py --versions "$V"
+  TAIL=30 run suite-cute "${SUITE_S:-240}" python3 -m pytest --kernel mla --kernel-version "$V" -p no:cacheprovider \
+      -rs --kforge-examples 8 --kforge-json="$KF/suite-cute.json"
+  [ -n "${SKIP_PROFILE:-}" ] || TAIL=30 run profile-cute 200 python3 -m pytest --kernel mla --kernel-version "$V" \
+      --kforge-profile --kforge-no-bench -p no:cacheprovider -rs
   ;;
 *) echo "unknown step $step"; exit 2 ;;
 esac

@@ -244,3 +244,14 @@ def test_ptx_replay_evaluates_address_arithmetic() -> None:
         step = 16 if row == 0 else (-16) & 0xFFFFFFFF
         assert regs["%r7"] == step and regs["%r8"] == (3 * step + regs["%r6"]) & 0xFFFFFFFF
     assert "instead of 8" in pr.check_p_exchange("\n".join(ptx), 221184)
+
+
+def test_sm90_kinds_and_partial_dtypes() -> None:
+    """v4_cute..v7_cute load; only the kinds of v6_cute and v7_cute write bf16 split partials."""
+    host = _host()
+    names = ("v4_cute", "v5_cute", "v6_cute", "v7_cute")
+    assert len({load_version("mla", n, kernels_dir=KDIR).module.__name__ for n in names}) == 4
+    kinds = ("sm80", "sm80_dedup", "sm90", "sm90_pvfirst", "sm90_lazy", "sm90_bf16p")
+    assert [host._bf16_partials(k) for k in kinds] == [False, False, False, False, True, True]
+    with pytest.raises(ValueError, match="sm90_bf16p"):
+        host._kernel_class("sm91")

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 from pytest_kforge.registry import Registry
 
 ROOT = Path(__file__).resolve().parents[1]
-MLA_CUTILE = ["v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8"]
-PARENTS = {"v1": "v0", "v2": "v1", "v3": "v2", "v4": "v3", "v5": "v3", "v6": "v5", "v7": "v6", "v8": "v6"}
+MLA_CUTILE = ["v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v11"]
+PARENTS = {"v1": "v0", "v2": "v1", "v3": "v2", "v4": "v3", "v5": "v3", "v6": "v5", "v7": "v6", "v8": "v6", "v11": "v3"}
 
 
 @pytest.fixture(scope="module")

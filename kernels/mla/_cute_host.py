@@ -67,7 +67,31 @@ def _kernel_class(kind: str) -> Any:
         from kforge_kernels.mla._cute_sm80_dedup import MlaSplitSm80Dedup
 
         return MlaSplitSm80Dedup
-    raise ValueError(f"unknown CuTe MLA kernel kind {kind!r}; use 'sm80' or 'sm80_dedup'.")
+    if kind == "sm90":
+        from kforge_kernels.mla._cute_sm90 import MlaSplitSm90
+
+        return MlaSplitSm90
+    if kind == "sm90_pvfirst":
+        from kforge_kernels.mla._cute_sm90 import MlaSplitSm90PvFirst
+
+        return MlaSplitSm90PvFirst
+    if kind == "sm90_lazy":
+        from kforge_kernels.mla._cute_sm90 import MlaSplitSm90Lazy
+
+        return MlaSplitSm90Lazy
+    if kind == "sm90_bf16p":
+        from kforge_kernels.mla._cute_sm90 import MlaSplitSm90Bf16Partials
+
+        return MlaSplitSm90Bf16Partials
+    raise ValueError(
+        f"unknown CuTe MLA kernel kind {kind!r}; use 'sm80', 'sm80_dedup', 'sm90', 'sm90_pvfirst', 'sm90_lazy' "
+        "or 'sm90_bf16p'."
+    )
+
+
+def _bf16_partials(kind: str) -> bool:
+    """Whether ``kind`` writes bf16 split partials (merged by ``_cute_combine2``) instead of fp32."""
+    return kind in ("sm90_lazy", "sm90_bf16p")
 
 
 def compiled(kind: str, s: int, h: int, stages: int, direct: bool = False) -> tuple[Any, Any, int, int]:
@@ -75,8 +99,8 @@ def compiled(kind: str, s: int, h: int, stages: int, direct: bool = False) -> tu
 
     Returns (split fn, combine fn or None, padded rows per sequence, 64-row blocks per sequence).
     """
-    if direct and kind != "sm80_dedup":
-        raise ValueError(f"kernel kind {kind!r} has no direct (single-split) epilogue; only 'sm80_dedup' has one.")
+    if direct and kind == "sm80":
+        raise ValueError("kernel kind 'sm80' has no direct (single-split) epilogue; use 'sm80_dedup' or an sm90 kind.")
     key = (kind, s, h, stages, direct, _arch())
     hit = _CACHE.get(key)
     if hit is not None:
@@ -87,6 +111,7 @@ def compiled(kind: str, s: int, h: int, stages: int, direct: bool = False) -> tu
     from cutlass.cute.runtime import make_ptr
 
     from kforge_kernels.mla._cute_combine import MlaCombine
+    from kforge_kernels.mla._cute_combine2 import MlaCombineOnePass
 
     bf, f32, i32 = cutlass.BFloat16, cutlass.Float32, cutlass.Int32
 
@@ -95,14 +120,15 @@ def compiled(kind: str, s: int, h: int, stages: int, direct: bool = False) -> tu
 
     main = _kernel_class(kind)(s, h, stages, direct)
     stream = cuda.CUstream(0)
+    pdt = bf if _bf16_partials(kind) else f32
     f_main = cute.compile(
-        main, p(bf), p(bf), p(i32, 4), p(i32, 4), p(bf if direct else f32), p(f32, 4 if direct else 16),
+        main, p(bf), p(bf), p(i32, 4), p(i32, 4), p(bf if direct else pdt), p(f32, 4 if direct else 16),
         i32(1), i32(1), i32(1), i32(1), f32(1.0), stream, options=COMPILE_OPTIONS,
     )
     f_comb = None
     if not direct:
-        comb = MlaCombine(s, h, main.rows_pad)
-        f_comb = cute.compile(comb, p(f32), p(f32), p(bf), p(f32, 4), i32(1), i32(1), stream, options=COMPILE_OPTIONS)
+        comb = (MlaCombineOnePass if _bf16_partials(kind) else MlaCombine)(s, h, main.rows_pad)
+        f_comb = cute.compile(comb, p(pdt), p(f32), p(bf), p(f32, 4), i32(1), i32(1), stream, options=COMPILE_OPTIONS)
     _CACHE[key] = (f_main, f_comb, main.rows_pad, main.m_blocks)
     return _CACHE[key]
 
@@ -161,10 +187,12 @@ def run_split_combine(
         f_main(*ins, ptr(bf, o_dst), ptr(f32, l_dst, 4), *sizes, stream)
     else:
         f_main, f_comb, rows_pad, _ = compiled(kind, s, h, stages)
-        opart = torch.empty(splits, b, rows_pad, D_V, dtype=torch.float32, device=dev)
+        pbf = _bf16_partials(kind)
+        opart = torch.empty(splits, b, rows_pad, D_V, dtype=torch.bfloat16 if pbf else torch.float32, device=dev)
         lpart = torch.empty(splits, b, rows_pad, dtype=torch.float32, device=dev)
-        f_main(*ins, ptr(f32, opart), ptr(f32, lpart), *sizes, stream)
-        f_comb(ptr(f32, opart), ptr(f32, lpart), ptr(bf, o_dst), ptr(f32, l_dst, 4), i32(b), i32(splits), stream)
+        f_main(*ins, ptr(bf if pbf else f32, opart), ptr(f32, lpart), *sizes, stream)
+        f_comb(ptr(bf if pbf else f32, opart), ptr(f32, lpart), ptr(bf, o_dst), ptr(f32, l_dst, 4), i32(b), i32(splits),
+               stream)
     if not dense:
         out.copy_(o_dst)
         lse.copy_(l_dst)

@@ -1,0 +1,466 @@
+"""CuTe DSL MLA split kernel for Hopper: TMA + mbarrier pipeline, wgmma, warp specialisation.
+
+Same work decomposition and numerics as ``_cute_sm80_dedup`` (64 folded query rows per CTA, one
+KV split, online softmax in exp2, partial or direct epilogue), rebuilt on what sm_90 offers:
+
+* 3 warpgroups.  WG0 is the producer: one warp issues TMA bulk copies (Q once, then each 64-row
+  KV page, the page index read from the block table) into a 2-stage mbarrier pipeline; its
+  registers are given back (``setmaxnreg``) to the two consumer warpgroups.
+* Consumer WG ``c`` (c = 0, 1) owns the O columns ``[256c, 256c + 256)`` (64 x 256 fp32
+  accumulators, 128 registers per thread) and the page tokens ``[32c, 32c + 32)`` of S:
+  ``S_c = Q K_c^T`` is one m64n32 wgmma chain (K = 576, both operands in shared memory).  The
+  row maxima are exchanged through shared memory, each WG writes its bf16 half of P into a
+  64 x 64 shared tile, and ``O_c += P V_c`` is an m64n256 wgmma chain (K = 64 tokens) reading
+  P and V from shared memory.  No QK^T work is duplicated (v1_cute computed it twice).
+* Overlap inside each WG (FA3-style): page j+1's ``S`` and page j's ``P V`` are issued together,
+  the softmax of page j+1 runs while ``P V`` still executes, then O is rescaled.
+* V is the first 512 columns of the same page: its MN-major smem layout is built so it maps
+  (dim, token) to exactly the bytes where the K-major layout put (token, dim) (both are
+  128B-swizzled 64-element atoms stacked along the 64 tokens first), so one TMA load serves
+  both GEMMs.
+
+Named barriers (256 consumer threads): 1 = row maxima published, 2 = both WGs done reading P
+(their ``P V`` completed), 3 = the new P is in shared memory.
+"""
+
+from __future__ import annotations
+
+import math
+
+import cuda.bindings.driver as cuda
+import cutlass
+import cutlass.cute as cute
+import cutlass.pipeline as pipeline
+import cutlass.utils as utils
+from cutlass.tensor_utils import LayoutEnum
+import cutlass.utils.hopper_helpers as sm90_utils
+from cutlass.cute.nvgpu import cpasync, warpgroup
+
+D_QK = 576
+D_V = 512
+PAGE = 64
+BLOCK_M = 64
+HALF = PAGE // 2
+LN_2 = 0.6931471805599453
+BAR_MAX, BAR_P_FREE, BAR_P_READY = 1, 2, 3
+CONSUMERS = 256
+
+
+def _mn_view(acc: cute.Tensor) -> cute.Tensor:
+    """View a wgmma accumulator fragment ((2, 2, N/8), 1, 1) as (rows, cols) of this thread.
+
+    Value mode 0 = column pair, mode 1 = row +8, mode 2 = 8-column block (the sm90 C layout).
+    """
+    lay = cute.make_layout(acc.layout.shape)
+    s, d = lay.shape, lay.stride
+    mn = cute.make_layout(
+        ((s[0][1], s[1]), (s[0][0], s[0][2], s[2])),
+        stride=((d[0][1], d[1]), (d[0][0], d[0][2], d[2])),
+    )
+    return cute.make_tensor(acc.iterator, cute.composition(acc.layout, mn))
+
+
+def _quad_reduce(val, op):
+    """Reduce over the 4 lanes of a quad (they hold the same accumulator rows)."""
+    val = op(val, cute.arch.shuffle_sync_bfly(val, offset=2, mask=-1, mask_and_clamp=31))
+    val = op(val, cute.arch.shuffle_sync_bfly(val, offset=1, mask=-1, mask_and_clamp=31))
+    return val
+
+
+def _gemm(tiled_mma: cute.TiledMma, acc: cute.Tensor, a: cute.Tensor, b: cute.Tensor) -> None:
+    """Issue one accumulating wgmma chain over the K blocks of a and b (no fence / commit here).
+
+    A plain Python helper: its loop runs at trace time, so the chain is fully unrolled.  The
+    accumulate flag is set once, at the top of the kernel; S tiles are zero-filled instead of
+    toggling it (a flag set inside a loop body through a helper is a value the tracer cannot
+    thread out of that body).
+    """
+    for k in range(cute.size(a, mode=[2])):
+        cute.gemm(tiled_mma, acc, a[None, None, k], b[None, None, k], acc)
+
+
+class MlaSplitSm90:
+    """Partial (or, with ``direct``, final) MLA attention over one KV split, 64 rows per CTA."""
+
+    #: issue page j's P V before page j+1's S (v5_cute) instead of after it (v4_cute)
+    pv_first = False
+    #: skip O's rescale for a row whose max did not move (v6_cute; exact)
+    lazy_rescale = False
+    #: split partials stored as bf16 instead of fp32 (v6_cute; the host allocates them)
+    partial_bf16 = False
+
+    def __init__(self, s: int, h: int, stages: int = 2, direct: bool = False):
+        if stages != 2:
+            raise ValueError(f"the sm90 kernel has room for 2 KV stages only (Q + 2 pages + P = 224 KB), got {stages}")
+        self.s, self.h, self.stages, self.direct = s, h, stages, direct
+        self.rows = s * h
+        self.m_blocks = math.ceil(self.rows / BLOCK_M)
+        self.rows_pad = self.m_blocks * BLOCK_M
+        self.threads = 384
+        self.regs_producer, self.regs_consumer = 40, 232
+
+    @cute.jit
+    def __call__(
+        self,
+        q_ptr: cute.Pointer,
+        kv_ptr: cute.Pointer,
+        bt_ptr: cute.Pointer,
+        lens_ptr: cute.Pointer,
+        op_ptr: cute.Pointer,
+        lp_ptr: cute.Pointer,
+        b: cutlass.Int32,
+        num_blocks: cutlass.Int32,
+        max_blocks: cutlass.Int32,
+        splits: cutlass.Int32,
+        scale_log2: cutlass.Float32,
+        stream: cuda.CUstream,
+    ):
+        bf16, f32 = cutlass.BFloat16, cutlass.Float32
+        # Q as (row, dim, batch), KV as (token, dim, page): the TMA boxes are (64, 576) tiles
+        mQ = cute.make_tensor(q_ptr, cute.make_layout((self.rows, D_QK, b), stride=(D_QK, 1, self.rows * D_QK)))
+        mKV = cute.make_tensor(kv_ptr, cute.make_layout((PAGE, D_QK, num_blocks), stride=(D_QK, 1, PAGE * D_QK)))
+        mBT = cute.make_tensor(bt_ptr, cute.make_ordered_layout((b, max_blocks), order=(1, 0)))
+        mLens = cute.make_tensor(lens_ptr, cute.make_layout(b))
+        if cutlass.const_expr(self.direct):
+            mOp = cute.make_tensor(op_ptr, cute.make_ordered_layout((b, self.rows, D_V), order=(2, 1, 0)))
+            mLp = cute.make_tensor(lp_ptr, cute.make_ordered_layout((b, self.h, self.s), order=(2, 1, 0)))
+        else:
+            mOp = cute.make_tensor(
+                op_ptr, cute.make_ordered_layout((splits, b, self.rows_pad, D_V), order=(3, 2, 1, 0))
+            )
+            mLp = cute.make_tensor(lp_ptr, cute.make_ordered_layout((splits, b, self.rows_pad), order=(2, 1, 0)))
+
+        sQ_layout = sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, (BLOCK_M, PAGE, D_QK), bf16, 1)
+        # K-major page: 128B atoms of (8 tokens x 64 dims) stacked over the 64 tokens, then the 9 dim blocks
+        sKV_layout = sm90_utils.make_smem_layout_b(LayoutEnum.ROW_MAJOR, (BLOCK_M, PAGE, D_QK), bf16, self.stages)
+        # MN-major view of the same bytes, (dim, token): 128B atoms of (64 dims x 8 tokens) stacked
+        # over the tokens first -> identical offsets (checked by _cute_compilecheck's layout test)
+        sV_layout = sm90_utils.make_smem_layout_b(LayoutEnum.COL_MAJOR, (BLOCK_M, D_QK, PAGE), bf16, self.stages)
+        # P: 64B-swizzled K-major atoms (8 rows x 32 tokens); WG c's half starts 2048 elements in,
+        # on an atom boundary (a 32-column offset inside a 128B atom is miscompiled by DSL 4.8.1)
+        p_atom = warpgroup.make_smem_layout_atom(warpgroup.SmemLayoutAtomKind.K_SW64, bf16)
+        sP_layout = cute.tile_to_shape(p_atom, (BLOCK_M, PAGE), order=(0, 1))
+        red_layout = cute.make_layout((2, 128, 2), stride=(256, 2, 1))
+
+        tma_q, mQt = cpasync.make_tiled_tma_atom(
+            cpasync.CopyBulkTensorTileG2SOp(), mQ, cute.slice_(sQ_layout, (None, None, 0)), (BLOCK_M, D_QK)
+        )
+        tma_kv, mKVt = cpasync.make_tiled_tma_atom(
+            cpasync.CopyBulkTensorTileG2SOp(), mKV, cute.slice_(sKV_layout, (None, None, 0)), (PAGE, D_QK)
+        )
+        self.q_bytes = cute.size_in_bytes(bf16, cute.slice_(sQ_layout, (None, None, 0)))
+        self.kv_bytes = cute.size_in_bytes(bf16, cute.slice_(sKV_layout, (None, None, 0)))
+
+        # 1024-aligned tiles first, small items last: 73728 + 147456 + 8192 + 2048 + 48 = 231472 B
+        # of the 232448 B (227 KB) a CTA may use -- no room for a third KV stage
+        @cute.struct
+        class Smem:
+            sQ: cute.struct.Align[cute.struct.MemRange[bf16, cute.cosize(sQ_layout)], 1024]
+            sKV: cute.struct.Align[cute.struct.MemRange[bf16, cute.cosize(sKV_layout)], 1024]
+            sP: cute.struct.Align[cute.struct.MemRange[bf16, cute.cosize(sP_layout)], 1024]
+            sRed: cute.struct.Align[cute.struct.MemRange[f32, cute.cosize(red_layout)], 16]
+            q_bar: cute.struct.MemRange[cutlass.Int64, 2]
+            kv_bar: cute.struct.MemRange[cutlass.Int64, 2 * self.stages]
+
+        self.kernel(
+            tma_q, mQt, tma_kv, mKVt, mBT, mLens, mOp, mLp, scale_log2,
+            sQ_layout, sKV_layout, sV_layout, sP_layout, red_layout, Smem,
+        ).launch(grid=(self.m_blocks, b, splits), block=(self.threads, 1, 1), stream=stream, min_blocks_per_mp=1)
+
+    @cute.kernel
+    def kernel(
+        self,
+        tma_q: cute.CopyAtom,
+        mQt: cute.Tensor,
+        tma_kv: cute.CopyAtom,
+        mKVt: cute.Tensor,
+        mBT: cute.Tensor,
+        mLens: cute.Tensor,
+        mOp: cute.Tensor,
+        mLp: cute.Tensor,
+        scale_log2: cutlass.Float32,
+        sQ_layout: cute.ComposedLayout,
+        sKV_layout: cute.ComposedLayout,
+        sV_layout: cute.ComposedLayout,
+        sP_layout: cute.ComposedLayout,
+        red_layout: cute.Layout,
+        Smem: cutlass.Constexpr,
+    ):
+        bf16, f32 = cutlass.BFloat16, cutlass.Float32
+        # The tiled MMAs are built here, not passed in: their accumulate flag is set inside loop
+        # bodies, and a kernel argument's state is read again by the launch (escaping value).
+        kmaj, mnmaj = warpgroup.OperandMajorMode.K, warpgroup.OperandMajorMode.MN
+        # S_c = Q K_c^T: m64 n32, both operands K-major in smem
+        qk_mma = sm90_utils.make_trivial_tiled_mma(bf16, bf16, kmaj, kmaj, f32, (1, 1, 1), (BLOCK_M, HALF))
+        # O_c += P V_c: m64 n256, P K-major (tokens contiguous), V MN-major (dims contiguous)
+        pv_mma = sm90_utils.make_trivial_tiled_mma(bf16, bf16, kmaj, mnmaj, f32, (1, 1, 1), (BLOCK_M, D_V // 2))
+        qk_mma.set(warpgroup.Field.ACCUMULATE, True)
+        pv_mma.set(warpgroup.Field.ACCUMULATE, True)
+        tidx, _, _ = cute.arch.thread_idx()
+        m_block, bi, split = cute.arch.block_idx()
+        _, _, splits = cute.arch.grid_dim()
+        warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+        wg = cute.arch.make_warp_uniform(tidx // 128)
+
+        t = mLens[bi]
+        n_pages = (t + PAGE - 1) // PAGE
+        chunk = (n_pages + splits - 1) // splits
+        p_begin = split * chunk
+        p_end = cutlass.min(p_begin + chunk, n_pages)
+        n_iter = cutlass.max(p_end - p_begin, 0)
+
+        smem = utils.SmemAllocator()
+        st = smem.allocate(Smem)
+        q_pipe = pipeline.PipelineTmaAsync.create(
+            barrier_storage=st.q_bar.data_ptr(), num_stages=1,
+            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
+            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, CONSUMERS // 32),
+            tx_count=self.q_bytes, defer_sync=True,
+        )
+        kv_pipe = pipeline.PipelineTmaAsync.create(
+            barrier_storage=st.kv_bar.data_ptr(), num_stages=self.stages,
+            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
+            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, CONSUMERS // 32),
+            tx_count=self.kv_bytes, defer_sync=True,
+        )
+        sQ = st.sQ.get_tensor(sQ_layout.outer, swizzle=sQ_layout.inner)
+        sKV = st.sKV.get_tensor(sKV_layout.outer, swizzle=sKV_layout.inner)
+        sV = cute.make_tensor(cute.recast_ptr(sKV.iterator, sV_layout.inner), sV_layout.outer)
+        sP = st.sP.get_tensor(sP_layout.outer, swizzle=sP_layout.inner)
+        sRed = st.sRed.get_tensor(red_layout)
+
+        # TMA partitions: (TMA, rest...) views of the gmem coordinate tensors and smem stages
+        gQ = cute.flat_divide(mQt, (BLOCK_M, D_QK))  # (64, 576, m_blocks, 1, b)
+        tQsQ, tQgQ = cpasync.tma_partition(
+            tma_q, 0, cute.make_layout(1), cute.group_modes(sQ, 0, 2), cute.group_modes(gQ, 0, 2)
+        )
+        gKV = cute.flat_divide(mKVt, (PAGE, D_QK))  # (64, 576, 1, 1, num_blocks)
+        tKsK, tKgK = cpasync.tma_partition(
+            tma_kv, 0, cute.make_layout(1), cute.group_modes(sKV, 0, 2), cute.group_modes(gKV, 0, 2)
+        )
+
+        cute.arch.mbarrier_init_fence()
+        cute.arch.sync_threads()
+
+        if wg == 0:
+            # ---------------- producer ----------------------------------------------------
+            cute.arch.setmaxregister_decrease(self.regs_producer)
+            if warp_idx == 0:
+                cpasync.prefetch_descriptor(tma_q)
+                cpasync.prefetch_descriptor(tma_kv)
+                q_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, 1)
+                q_pipe.producer_acquire(q_state)
+                cute.copy(tma_q, tQgQ[(None, m_block, 0, bi)], tQsQ[(None, 0)],
+                          tma_bar_ptr=q_pipe.producer_get_barrier(q_state))
+                kv_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
+                for p in cutlass.range(p_begin, p_end, unroll=1):
+                    page = mBT[bi, p]
+                    kv_pipe.producer_acquire(kv_state)
+                    cute.copy(tma_kv, tKgK[(None, 0, 0, page)], tKsK[(None, kv_state.index)],
+                              tma_bar_ptr=kv_pipe.producer_get_barrier(kv_state))
+                    kv_state.advance()
+        else:
+            # ---------------- consumers ---------------------------------------------------
+            cute.arch.setmaxregister_increase(self.regs_consumer)
+            c = wg - 1
+            ctid = tidx % 128
+            thr_qk = qk_mma.get_slice(ctid)
+            thr_pv = pv_mma.get_slice(ctid)
+
+            tSrQ = qk_mma.make_fragment_A(thr_qk.partition_A(sQ))  # (MMA, 1, 36, 1)
+            sK_c = cute.local_tile(sKV, (HALF, D_QK, self.stages), (c, 0, 0))
+            tSrK = qk_mma.make_fragment_B(thr_qk.partition_B(sK_c))  # (MMA, 1, 36, stages)
+            sV_c = cute.local_tile(sV, (D_V // 2, PAGE, self.stages), (c, 0, 0))
+            tOrV = pv_mma.make_fragment_B(thr_pv.partition_B(sV_c))  # (MMA, 1, 4, stages)
+            tOrP = pv_mma.make_fragment_A(thr_pv.partition_A(sP))  # (MMA, 1, 4)
+            sP_c = cute.local_tile(sP, (BLOCK_M, HALF), (0, c))
+            tPsP = thr_qk.partition_C(sP_c)
+            cS = cute.local_tile(cute.make_identity_tensor((BLOCK_M, PAGE)), (BLOCK_M, HALF), (0, c))
+            tScS_mn = _mn_view(thr_qk.partition_C(cS))
+
+            # output partitions are taken before the main loop: partitioning through pv_mma after
+            # it would use the accumulate flag last set inside the loop body (an escaping value)
+            if cutlass.const_expr(self.direct):
+                gO = cute.local_tile(mOp[bi, None, None], (BLOCK_M, D_V // 2), (m_block, c))
+            else:
+                gO = cute.local_tile(mOp[split, bi, None, None], (BLOCK_M, D_V // 2), (m_block, c))
+            tOgO = thr_pv.partition_C(gO)
+            acc_O = cute.make_rmem_tensor(thr_pv.partition_shape_C((BLOCK_M, D_V // 2)), f32)
+            acc_O.fill(0.0)
+            acc_O_mn = _mn_view(acc_O)
+            s_shape = thr_qk.partition_shape_C((BLOCK_M, HALF))
+            n_rows = cute.size(acc_O_mn.shape[0])
+            row_max = cute.make_rmem_tensor(n_rows, f32)
+            row_sum = cute.make_rmem_tensor(n_rows, f32)
+            alpha = cute.make_rmem_tensor(n_rows, f32)
+            row_max.fill(-cutlass.Float32.inf)
+            row_sum.fill(0.0)
+            first_masked_pos = t - self.s + 1  # row with draft index i masks pos >= t - s + 1 + i
+
+            q_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, 1)
+            q_pipe.consumer_wait(q_state)
+            rd = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
+            rel = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
+
+            if n_iter > 0:
+                # page 0: S, softmax, P -> smem (O is still zero: no P V yet)
+                kv_pipe.consumer_wait(rd)
+                acc_S = cute.make_rmem_tensor(s_shape, f32)
+                acc_S.fill(0.0)
+                warpgroup.fence()
+                _gemm(qk_mma, acc_S, tSrQ[None, None, None, 0], tSrK[None, None, None, rd.index])
+                warpgroup.commit_group()
+                warpgroup.wait_group(0)
+                self._softmax(acc_S, tScS_mn, p_begin, first_masked_pos, m_block, c, ctid, scale_log2,
+                              row_max, row_sum, alpha, sRed)
+                self._publish_p(acc_S, tPsP)
+                rd.advance()
+                if cutlass.const_expr(self.pv_first):
+                    # v5_cute order: page j's P V, then page j+1's S.  P V completes first, so page
+                    # j's stage goes back to the producer while S runs (it can load page j+2 during
+                    # S + softmax); the softmax is not overlapped with tensor work any more.
+                    for j in cutlass.range(1, n_iter, unroll=1):
+                        acc_S = cute.make_rmem_tensor(s_shape, f32)
+                        acc_S.fill(0.0)
+                        warpgroup.fence()
+                        _gemm(pv_mma, acc_O, tOrP, tOrV[None, None, None, rel.index])
+                        warpgroup.commit_group()
+                        kv_pipe.consumer_wait(rd)
+                        _gemm(qk_mma, acc_S, tSrQ[None, None, None, 0], tSrK[None, None, None, rd.index])
+                        warpgroup.commit_group()
+                        warpgroup.wait_group(1)  # P V of page j-1 done: its stage is free
+                        kv_pipe.consumer_release(rel)
+                        rel.advance()
+                        warpgroup.wait_group(0)
+                        # the max exchange inside is also the "both WGs finished reading P" barrier
+                        self._softmax(acc_S, tScS_mn, p_begin + j, first_masked_pos, m_block, c, ctid, scale_log2,
+                                      row_max, row_sum, alpha, sRed)
+                        for r in cutlass.range_constexpr(n_rows):
+                            if cutlass.const_expr(self.lazy_rescale):
+                                # exact: alpha == 1 (the row max did not move) leaves O unchanged
+                                if alpha[r] != 1.0:
+                                    acc_O_mn[r, None] = acc_O_mn[r, None].load() * alpha[r]
+                            else:
+                                acc_O_mn[r, None] = acc_O_mn[r, None].load() * alpha[r]
+                        self._publish_p(acc_S, tPsP)
+                        rd.advance()
+                else:
+                    # v4_cute order: page j's S, then page j-1's P V; the softmax of page j overlaps
+                    # that P V, but page j-1's stage is released only after it (late for 2 stages)
+                    for j in cutlass.range(1, n_iter, unroll=1):
+                        kv_pipe.consumer_wait(rd)
+                        acc_S = cute.make_rmem_tensor(s_shape, f32)
+                        acc_S.fill(0.0)
+                        warpgroup.fence()
+                        _gemm(qk_mma, acc_S, tSrQ[None, None, None, 0], tSrK[None, None, None, rd.index])
+                        warpgroup.commit_group()
+                        _gemm(pv_mma, acc_O, tOrP, tOrV[None, None, None, rel.index])
+                        warpgroup.commit_group()
+                        warpgroup.wait_group(1)  # S of page j is ready; P V of page j-1 still runs
+                        self._softmax(acc_S, tScS_mn, p_begin + j, first_masked_pos, m_block, c, ctid, scale_log2,
+                                      row_max, row_sum, alpha, sRed)
+                        warpgroup.wait_group(0)
+                        kv_pipe.consumer_release(rel)
+                        rel.advance()
+                        for r in cutlass.range_constexpr(n_rows):
+                            acc_O_mn[r, None] = acc_O_mn[r, None].load() * alpha[r]
+                        cute.arch.barrier(barrier_id=BAR_P_FREE, number_of_threads=CONSUMERS)
+                        self._publish_p(acc_S, tPsP)
+                        rd.advance()
+                warpgroup.fence()
+                _gemm(pv_mma, acc_O, tOrP, tOrV[None, None, None, rel.index])
+                warpgroup.commit_group()
+                warpgroup.wait_group(0)
+                kv_pipe.consumer_release(rel)
+
+            # ---------------- epilogue: full row sums from both halves ---------------------
+            for r in cutlass.range_constexpr(n_rows):
+                sRed[c, ctid, r] = _quad_reduce(row_sum[r], lambda x, y: x + y)
+            cute.arch.barrier(barrier_id=BAR_MAX, number_of_threads=CONSUMERS)
+            for r in cutlass.range_constexpr(n_rows):
+                total = sRed[0, ctid, r] + sRed[1, ctid, r]
+                empty = total == 0.0
+                inv = 0.0 if empty else cute.arch.rcp_approx(total)
+                acc_O_mn[r, None] = acc_O_mn[r, None].load() * inv
+                if c == 0 and ctid % 4 == 0:
+                    row = m_block * BLOCK_M + tScS_mn[r, 0][0]
+                    lse = -cutlass.Float32.inf
+                    if not empty:
+                        lse = (row_max[r] * scale_log2 + cute.math.log2(total, fastmath=True)) * LN_2
+                    if cutlass.const_expr(self.direct):
+                        if row < self.rows:
+                            mLp[bi, row % self.h, row // self.h] = lse
+                    else:
+                        mLp[split, bi, row] = lse
+            if cutlass.const_expr(self.direct):
+                rO = cute.make_fragment_like(acc_O, bf16)
+                rO.store(acc_O.load().to(bf16))
+                rO_mn = _mn_view(rO)
+                tOgO_mn = _mn_view(tOgO)
+                for r in cutlass.range_constexpr(n_rows):
+                    if m_block * BLOCK_M + tScS_mn[r, 0][0] < self.rows:
+                        cute.autovec_copy(rO_mn[r, None], tOgO_mn[r, None])
+            elif cutlass.const_expr(self.partial_bf16):
+                rO = cute.make_fragment_like(acc_O, bf16)
+                rO.store(acc_O.load().to(bf16))
+                cute.autovec_copy(rO, tOgO)
+            else:
+                cute.autovec_copy(acc_O, tOgO)
+
+    @cute.jit
+    def _softmax(self, acc_S, tScS_mn, p, first_masked_pos, m_block, c, ctid, scale_log2,
+                 row_max, row_sum, alpha, sRed):
+        """Mask page p, exchange row maxima with the other WG, turn S into P in place."""
+        acc_S_mn = _mn_view(acc_S)
+        n_rows = cute.size(acc_S_mn.shape[0])
+        need_mask = p * PAGE + PAGE > first_masked_pos
+        cur = cute.make_rmem_tensor(n_rows, cutlass.Float32)
+        for r in cutlass.range_constexpr(n_rows):
+            if need_mask:
+                row = m_block * BLOCK_M + tScS_mn[r, 0][0]
+                limit = first_masked_pos + row // self.h - p * PAGE  # first masked column in the page
+                for k in cutlass.range_constexpr(cute.size(acc_S_mn.shape[1])):
+                    if tScS_mn[0, k][1] >= limit:
+                        acc_S_mn[r, k] = -cutlass.Float32.inf
+            cur[r] = _quad_reduce(
+                acc_S_mn[r, None].load().reduce(cute.ReductionOp.MAX, -cutlass.Float32.inf, 0), cute.arch.fmax
+            )
+            sRed[c, ctid, r] = cur[r]
+        cute.arch.barrier(barrier_id=BAR_MAX, number_of_threads=CONSUMERS)
+        for r in cutlass.range_constexpr(n_rows):
+            new_max = cute.arch.fmax(row_max[r], cute.arch.fmax(cur[r], sRed[1 - c, ctid, r]))
+            # a row may see no key yet (causal window, empty split): keep exp2 finite
+            safe_max = 0.0 if new_max == -cutlass.Float32.inf else new_max
+            probs = cute.math.exp2(acc_S_mn[r, None].load() * scale_log2 - safe_max * scale_log2, fastmath=True)
+            alpha[r] = cute.math.exp2(row_max[r] * scale_log2 - safe_max * scale_log2, fastmath=True)
+            row_sum[r] = row_sum[r] * alpha[r] + probs.reduce(cute.ReductionOp.ADD, cutlass.Float32.zero, 0)
+            row_max[r] = new_max
+            acc_S_mn[r, None] = probs
+
+    @cute.jit
+    def _publish_p(self, acc_S, tPsP):
+        """Store this WG's bf16 half of P, make it visible to wgmma (async proxy) and the other WG."""
+        rP = cute.make_fragment_like(acc_S, cutlass.BFloat16)
+        rP.store(acc_S.load().to(cutlass.BFloat16))
+        cute.autovec_copy(rP, tPsP)
+        cute.arch.fence_proxy("async.shared", space="cta")
+        cute.arch.barrier(barrier_id=BAR_P_READY, number_of_threads=CONSUMERS)
+
+
+class MlaSplitSm90PvFirst(MlaSplitSm90):
+    """v5_cute's schedule: P V of page j before S of page j+1, so each KV stage is freed early."""
+
+    pv_first = True
+
+
+class MlaSplitSm90Lazy(MlaSplitSm90PvFirst):
+    """v6_cute: v5_cute's schedule + exact lazy O rescale + bf16 split partials."""
+
+    lazy_rescale = True
+    partial_bf16 = True
+
+
+class MlaSplitSm90Bf16Partials(MlaSplitSm90PvFirst):
+    """v7_cute: v5_cute's schedule + bf16 split partials (no lazy rescale: v6_cute measured it slower)."""
+
+    partial_bf16 = True

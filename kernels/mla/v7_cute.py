@@ -1,0 +1,55 @@
+"""v7_cute: v5_cute + bf16 split partials merged by the one-pass combine (v6_cute minus its lazy rescale).
+
+v6_cute bundled two changes and measured slower on both trials (same-run A/B on the H200: decode
+96.3 -> 101.3 us, spec 1197 -> 1251 us).  Spec has one split (no partials, no combine), so its
++4.5% is the lazy rescale alone: the per-row ``alpha != 1`` branch costs more than the multiplies
+it skips (cuTile's v6 lost 4.6% the same way).  v7_cute keeps only the decode-side change: bf16
+partials (16.8 -> 8.4 MB written and read back) and ``_cute_combine2``'s loads issued per split
+together.
+
+Prediction (before the H200 run): spec = v5_cute (same kernel code path, within noise);
+decode 96.3 -> 91-94 us (combine 9.9 -> ~6 us; main kernel writes half the bytes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+LANGUAGE = "cute-dsl"
+PARENT = "v5_cute"
+DESCRIPTION = "v5_cute + bf16 split partials with a one-pass combine (no lazy rescale)"
+CONFIG: dict[str, Any] = {
+    # KV splits per (sequence, 64-row block); 0 = pick the fewest that fill 132 SMs
+    "num_splits": 0,
+    # Q 72 KB + 2 pages 144 KB + P 8 KB = 226 KB of the 227 KB a CTA may use
+    "stages": 2,
+    "sm_count": 132,
+}
+
+
+def supports(params: Mapping[str, int]) -> str | None:
+    """Covers the whole contract: any h (rows are padded to 64), s >= 1, any lengths >= s."""
+    return None
+
+
+def prepare(params: Mapping[str, int], config: Mapping[str, Any] | None = None) -> None:
+    """Compile, without launching, what ``run`` needs for ``params`` (warm-up off the GPU)."""
+    from kforge_kernels.mla._cute_host import prepare as _prepare
+
+    cfg = dict(CONFIG)
+    cfg.update(config or {})
+    _prepare("sm90_bf16p", params, cfg, allow_direct=True)
+
+
+def run(q, kv_cache, block_table, cache_seqlens, softmax_scale, *, out, lse, config=None):
+    cfg = dict(CONFIG)
+    cfg.update(config or {})
+    if int(cfg["stages"]) != 2:
+        raise ValueError(
+            f"v7_cute supports stages=2 only (got {cfg['stages']}); Q, P and 3 pages exceed 227 KB of shared memory."
+        )
+    from kforge_kernels.mla._cute_host import run_split_combine
+
+    run_split_combine(q, kv_cache, block_table, cache_seqlens, softmax_scale, out, lse, cfg, "sm90_bf16p", allow_direct=True)
+    return out, lse
