@@ -58,7 +58,7 @@ all)
   S="file://$KF/bench"
   TAIL=30 run suite-all 330 python3 -m pytest --kernel mla --kernel-version all -p no:cacheprovider -rs \
       --kforge-examples 8 --kforge-json="$KF/suite-all.json" --benchmark-autosave --benchmark-storage="$S"
-  TAIL=30 run suite-compare 100 python3 -m pytest --kernel mla --kernel-version "v0,$BEST" -k test_trial \
+  [ -n "${SKIP_COMPARE:-}" ] || TAIL=30 run suite-compare 100 python3 -m pytest --kernel mla --kernel-version "v0,$BEST" -k test_trial \
       -p no:cacheprovider --kforge-json="$KF/suite-rerun.json" --benchmark-autosave \
       --benchmark-storage="$S" --benchmark-compare
   # the harness's time vs ncu's gpu__time_duration.sum for the best version's kernels (flush excluded)
