@@ -196,3 +196,21 @@ def run_split_combine(
     if not dense:
         out.copy_(o_dst)
         lse.copy_(l_dst)
+
+
+def prepare_version(kind: str, defaults: Mapping[str, Any], params: Mapping[str, int],
+                    config: Mapping[str, Any] | None) -> None:
+    """A version's ``prepare``: its CONFIG overlaid with ``config``, then :func:`prepare` (direct allowed)."""
+    prepare(kind, params, {**defaults, **(config or {})}, allow_direct=True)
+
+
+def run_version(name: str, kind: str, defaults: Mapping[str, Any], q, kv_cache, block_table, cache_seqlens,
+                softmax_scale, out, lse, config: Mapping[str, Any] | None) -> tuple[Any, Any]:
+    """A 2-stage version's ``run``: check ``stages``, then :func:`run_split_combine` (direct allowed)."""
+    cfg = {**defaults, **(config or {})}
+    if int(cfg["stages"]) != 2:
+        raise ValueError(
+            f"{name} supports stages=2 only (got {cfg['stages']}); Q, P and 3 pages exceed 227 KB of shared memory."
+        )
+    run_split_combine(q, kv_cache, block_table, cache_seqlens, softmax_scale, out, lse, cfg, kind, allow_direct=True)
+    return out, lse

@@ -43,21 +43,12 @@ def supports(params: Mapping[str, int]) -> str | None:
 
 def prepare(params: Mapping[str, int], config: Mapping[str, Any] | None = None) -> None:
     """Compile, without launching, what ``run`` needs for ``params`` (warm-up off the GPU)."""
-    from kforge_kernels.mla._cute_host import prepare as _prepare
+    from kforge_kernels.mla._cute_host import prepare_version
 
-    cfg = dict(CONFIG)
-    cfg.update(config or {})
-    _prepare("sm90", params, cfg, allow_direct=True)
+    prepare_version("sm90", CONFIG, params, config)
 
 
 def run(q, kv_cache, block_table, cache_seqlens, softmax_scale, *, out, lse, config=None):
-    cfg = dict(CONFIG)
-    cfg.update(config or {})
-    if int(cfg["stages"]) != 2:
-        raise ValueError(
-            f"v4_cute supports stages=2 only (got {cfg['stages']}); Q, P and 3 pages exceed 227 KB of shared memory."
-        )
-    from kforge_kernels.mla._cute_host import run_split_combine
+    from kforge_kernels.mla._cute_host import run_version
 
-    run_split_combine(q, kv_cache, block_table, cache_seqlens, softmax_scale, out, lse, cfg, "sm90", allow_direct=True)
-    return out, lse
+    return run_version("v4_cute", "sm90", CONFIG, q, kv_cache, block_table, cache_seqlens, softmax_scale, out, lse, config)

@@ -35,21 +35,12 @@ def supports(params: Mapping[str, int]) -> str | None:
 
 def prepare(params: Mapping[str, int], config: Mapping[str, Any] | None = None) -> None:
     """Compile, without launching, what ``run`` needs for ``params`` (warm-up off the GPU)."""
-    from kforge_kernels.mla._cute_host import prepare as _prepare
+    from kforge_kernels.mla._cute_host import prepare_version
 
-    cfg = dict(CONFIG)
-    cfg.update(config or {})
-    _prepare("sm90_bf16p", params, cfg, allow_direct=True)
+    prepare_version("sm90_bf16p", CONFIG, params, config)
 
 
 def run(q, kv_cache, block_table, cache_seqlens, softmax_scale, *, out, lse, config=None):
-    cfg = dict(CONFIG)
-    cfg.update(config or {})
-    if int(cfg["stages"]) != 2:
-        raise ValueError(
-            f"v7_cute supports stages=2 only (got {cfg['stages']}); Q, P and 3 pages exceed 227 KB of shared memory."
-        )
-    from kforge_kernels.mla._cute_host import run_split_combine
+    from kforge_kernels.mla._cute_host import run_version
 
-    run_split_combine(q, kv_cache, block_table, cache_seqlens, softmax_scale, out, lse, cfg, "sm90_bf16p", allow_direct=True)
-    return out, lse
+    return run_version("v7_cute", "sm90_bf16p", CONFIG, q, kv_cache, block_table, cache_seqlens, softmax_scale, out, lse, config)
