@@ -82,6 +82,7 @@ def _import(mod: str) -> str | None:
 
 def run_checks() -> tuple[list[Check], bool]:
     """All checks, and whether everything *needed* passed."""
+    from .errors import install_command
     from .gpuinfo import dsl_versions, gpu_identity
 
     checks: list[Check] = []
@@ -97,7 +98,7 @@ def run_checks() -> tuple[list[Check], bool]:
                                            "CUDA GPU (CPU runs only check torch versions)"))
     err = _import("cuda.tile")
     checks.append(Check("cuTile", "FAIL" if err else "ok",
-                        f"import cuda.tile failed ({err}); pip install -e \".[gpu]\"" if err
+                        f"import cuda.tile failed ({err}); {install_command()}" if err
                         else f"cuda-tile {vers['cuda-tile']}"))
     tileiras = shutil.which("tileiras")
     tv = parse_cuda_version(_run([tileiras, "--version"])) if tileiras else None
@@ -111,7 +112,7 @@ def run_checks() -> tuple[list[Check], bool]:
     checks.append(check_cuda_home(tv, home, cuda_home_version(home) if home else None))
     err = _import("cutlass.cute")
     checks.append(Check("CuTe DSL", "FAIL" if err else "ok",
-                        f"import cutlass.cute failed ({err}); pip install -e \".[gpu]\"" if err
+                        f"import cutlass.cute failed ({err}); {install_command()}" if err
                         else f"nvidia-cutlass-dsl {vers['nvidia-cutlass-dsl']}"))
     ncu = shutil.which("ncu")
     checks.append(Check("ncu", "ok" if ncu else "warn",

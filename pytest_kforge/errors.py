@@ -11,7 +11,14 @@ __all__ = [
     "DSLNotInstalledError",
     "NoGPUError",
     "ConfigError",
+    "install_command",
 ]
+
+
+def install_command(extra: str = "gpu") -> str:
+    """The command that installs a toolchain extra (``gpu``: cuTile + CuTe DSL); the doctor, the
+    registry and the profiler all word a missing toolchain with it."""
+    return f'pip install -e ".[{extra}]"'
 
 
 class KforgeError(Exception):
@@ -42,7 +49,7 @@ class DSLNotInstalledError(KforgeError, ImportError):
     def __init__(self, kernel: str, version: str, language: str, module: str, extra: str) -> None:
         super().__init__(
             f"{kernel} {version} is written in {language}, but `import {module}` failed; "
-            f"install it with `pip install -e \".[{extra}]\"` (or run `python -m pytest_kforge.doctor`)"
+            f"install it with `{install_command(extra)}` (or run `python -m pytest_kforge.doctor`)"
         )
 
 

@@ -12,8 +12,13 @@ A version module defines::
     PARENT = "v1"                    # the version it was derived from (None for v0)
     DESCRIPTION = "one line"
     CONFIG = {"BLOCK_N": 64}         # its tunables (the orchestrator changes these)
+    FEATURES = ("tma-mbarrier-pipeline",)  # optional: knowledge-base optimisations it already applies
     def run(*inputs, out=..., ..., config=None) -> tuple[Tensor, ...]
     def supports(params) -> str | None   # optional: why a shape is not supported, or None
+
+``FEATURES`` names knowledge-base optimisation entries (``docs/knowledge``) the version already
+applies, so its profile does not recommend them again; without it the profiler detects a few from
+the code (:mod:`pytest_kforge.profile.features`), and ``FEATURES = ()`` says "none".
 
 ``run`` takes the spec's inputs by name plus its outputs by name (pre-allocated and poisoned by
 the harness; a version writes into them and returns them), so every caller, tests, benchmarks,
@@ -49,6 +54,8 @@ LANGUAGES: dict[str, tuple[str, str]] = {
     "cute-dsl": ("cutlass.cute", "gpu"),
 }
 VERSION_RE = re.compile(r"^v(\d+)(?:_([a-z0-9_]+))?$")
+#: a FEATURES item: a knowledge-entry name, lower-case words joined by single hyphens
+FEATURE_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 _PKG = "kforge_kernels"  # synthetic package the kernel folders are imported under
 
 
@@ -70,6 +77,7 @@ class Version:
     path: Path
     module: ModuleType
     spec: KernelSpec
+    features: tuple[str, ...] | None = None  # FEATURES, None when the module does not declare it
 
     @property
     def fn(self) -> Callable[..., Any]:
@@ -84,8 +92,10 @@ class Version:
         mod, extra = LANGUAGES[self.language]
         try:
             importlib.import_module(mod)
-        except Exception:  # noqa: BLE001 - any import failure means "not usable here"
-            return DSLNotInstalledError(self.kernel, self.name, self.language, mod, extra)
+        except Exception as exc:  # noqa: BLE001 - any import failure means "not usable here"
+            err = DSLNotInstalledError(self.kernel, self.name, self.language, mod, extra)
+            err.__cause__ = exc  # what the import said, for callers that report it
+            return err
         return None
 
     def __call__(self, *, config: Mapping[str, Any] | None = None, **tensors: Any) -> tuple[Any, ...]:
@@ -188,9 +198,21 @@ def _load_version(kernel: Kernel, name: str) -> Version:
     if parent is not None and parent not in kernel.version_names():
         raise BadVersionModuleError(f"{where}: PARENT {parent!r} is not a version of {kernel.name}")
     v = Version(kernel.name, name, lang, parent, str(mod.DESCRIPTION), dict(getattr(mod, "CONFIG", {}) or {}),
-                path, mod, kernel.spec)
+                path, mod, kernel.spec, _features(mod, where))
     _version_cache[key] = v
     return v
+
+
+def _features(mod: ModuleType, where: str) -> tuple[str, ...] | None:
+    """The module's ``FEATURES`` as a tuple of knowledge-entry names (None when not declared)."""
+    if not hasattr(mod, "FEATURES"):
+        return None
+    feats = mod.FEATURES
+    if not isinstance(feats, (list, tuple, set, frozenset)) or \
+            not all(isinstance(f, str) and FEATURE_RE.match(f) for f in feats):
+        raise BadVersionModuleError(f"{where}: FEATURES must be a tuple of knowledge-entry names like "
+                                    f"('tma-mbarrier-pipeline', 'wgmma-over-mma-sync'), got {feats!r}")
+    return tuple(sorted(feats)) if isinstance(feats, (set, frozenset)) else tuple(feats)
 
 
 def _ensure_package(root: Path) -> None:

@@ -11,26 +11,78 @@
 #   bash scripts/h200.sh loop    BEST=v6   # orchestrator: 2 iterations, killed in VERIFY, resumed
 #   bash scripts/h200.sh trust             # trust/adversarial tests on the GPU
 #   bash scripts/h200.sh cute VERSIONS=v4_cute   # (cute staged) CuTe self-check + harness suite (+ ncu)
+#
+# Time: a device call ends at 600 s, and a step killed there brings nothing back (the packing
+# below never runs).  So the whole step gets STEP_S seconds (default 540, counted from the
+# script's start; lower it when the same call stages the toolchain first): each command's cap is
+# cut to the time left, a command with under 15 s left is not run, and both say so in the log.
+# A command killed at its cap is logged as "TIME CAP HIT".
+#
+# The all step with many versions: CuTe versions compile for a minute or two each, so every
+# version does not fit in one call.  VERSIONS (default all) picks the suite's versions and
+# SUITE_S its cap (default: the time left minus what the compare and ncu commands need); split
+# it into two calls, the cuTile line first, then the rest with v0 and BEST (the compare re-times
+# those two against this call's saved run, and is skipped when they are not in it):
+#   bash scripts/h200.sh all VERSIONS=v1,v2,v3,v4,v5,v6,v7,v8,v9,v10,v11 SKIP_COMPARE=1 SKIP_NCU=1
+#   bash scripts/h200.sh all VERSIONS=v0,v1_cute,v2_cute,v3_cute,v4_cute,v5_cute,v6_cute,v7_cute BEST=v5_cute
+# Each part writes suite-all-<first>-<last>.json/.log; when the cap cuts a suite the log names the
+# versions it did not finish (no finished trial benchmark) and the command that runs them.
 set -uo pipefail
 step="${1:?step: cutile|peers|all|loop|trust|cute}"
 shift || true
 for kv in "$@"; do export "$kv"; done
 BEST="${BEST:-v3}"
-KF=/tmp/kf
+KF="${KF:-/tmp/kf}"
 mkdir -p "$KF" "${OUT:-/tmp/out}"
 OUT="${OUT:-/tmp/out}"
-source /tmp/kforge-gpu/env.sh
+log() { echo "[$(date +%T)] $*" | tee -a "$KF/$step.log"; }
+DEADLINE="${STEP_S:-540}"  # bash's SECONDS counts from the script's start
+left() { echo $((DEADLINE - SECONDS)); }
+# run NAME CAP CMD...: CMD with its output in $KF/NAME.log, killed after CAP s (cut to the time
+# left; not run with under 15 s left or a cap under 1 s); sets RC (124/137: killed at the cap,
+# 125: not run); always returns 0
+run() { local name="$1"; local limit="$2"; shift 2; local t0=$SECONDS
+  local want=$limit budget=$(( $(left) - 10 ))  # 10 s for timeout's -k grace
+  [ "$limit" -le "$budget" ] || limit=$budget
+  if [ "$budget" -lt 15 ] || [ "$limit" -lt 1 ]; then
+    log "$name: NOT RUN: $(left) s left of the step's $DEADLINE s (STEP_S), cap $want s: $*"; RC=125; return 0; fi
+  [ "$limit" -eq "$want" ] || log "$name: cap cut from $want s to the $limit s left"
+  log "$name: $*"
+  timeout -k 10 "$limit" "$@" >"$KF/$name.log" 2>&1; RC=$?
+  if [ "$RC" -eq 124 ] || [ "$RC" -eq 137 ]; then
+    log "$name: TIME CAP HIT: killed after $limit s (rc=$RC); its output so far is in $KF/$name.log"
+  else
+    log "$name: rc=$RC in $((SECONDS - t0)) s"
+  fi
+  tail -n "${TAIL:-6}" "$KF/$name.log"; return 0; }
+# mla versions: "all" as the registry lists them, else the comma list given
+mla_versions() { if [ "$1" = all ]; then
+    ls kernels/mla | sed -n 's/^\(v[0-9][0-9]*\(_[a-z0-9_]*\)\{0,1\}\)\.py$/\1/p' | sort -V | paste -sd, -
+  else echo "$1"; fi; }
+# the versions of selection $1 that a capped `pytest -v` run (log $2) did not finish: no trial
+# benchmark result for them, or their test was the one running when it was killed (-v prints a
+# test's id before it runs and its outcome after)
+unfinished() { local v out=() cur
+  cur=$(tail -n 1 "$2" 2>/dev/null | grep -vE ' (PASSED|FAILED|SKIPPED|ERROR|XFAIL|XPASS)' |
+        sed -n 's/.*\[mla-\(v[0-9][0-9a-z_]*\)[]-].*/\1/p')
+  for v in $(mla_versions "$1" | tr ',' ' '); do
+    if [ "$v" = "$cur" ] || ! grep -qE "test_trial\[mla-$v-.*\] (PASSED|FAILED|SKIPPED|ERROR)" "$2" 2>/dev/null; then
+      out+=("$v"); fi
+  done
+  (IFS=,; echo "${out[*]}"); }
+# pack $KF (less the .ncu-rep files) into $OUT/kf-<step>.tgz
+pack() { tar czf "$OUT/kf-$step.tgz" -C "$(dirname "$KF")" --exclude='*.ncu-rep' "$(basename "$KF")" 2>/dev/null; }
+# H200_FUNCTIONS_ONLY=1 source scripts/h200.sh STEP: only the definitions above (the tests use them)
+[ -z "${H200_FUNCTIONS_ONLY:-}" ] || return 0 2>/dev/null || exit 0
+
+source "${GPU_ENV:-/tmp/kforge-gpu/env.sh}"
 export PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-deps --no-build-isolation -e . >"$KF/pip.log" 2>&1 || { echo "pip install failed"; tail -5 "$KF/pip.log"; }
-log() { echo "[$(date +%T)] $*" | tee -a "$KF/$step.log"; }
-run() { local name="$1"; local limit="$2"; shift 2; log "$name: $*"; local t0=$SECONDS
-  timeout "$limit" "$@" >"$KF/$name.log" 2>&1; local rc=$?
-  log "$name: rc=$rc in $((SECONDS - t0)) s"; tail -n "${TAIL:-6}" "$KF/$name.log"; return 0; }
 
 case "$step" in
 cutile)
   TAIL=40 run sweep "${SWEEP_S:-260}" python3 kernels/mla/_cutile_sweep.py --budget "${SWEEP_BUDGET:-200}" ${SWEEP_ONLY:+--only "$SWEEP_ONLY"}
-  [ -n "${SKIP_SUITE:-}" ] && { tar czf "$OUT/kf-$step.tgz" -C / tmp/kf 2>/dev/null; exit 0; }
+  [ -n "${SKIP_SUITE:-}" ] && { pack; exit 0; }
   cp "$OUT"/cutile_sweep.* "$KF"/ 2>/dev/null
   V=$(ls kernels/mla | sed -n 's/^\(v[0-9][0-9]*\)\.py$/\1/p' | sort -V | paste -sd, -)
   TAIL=30 run suite-cutile 300 python3 -m pytest --kernel mla --kernel-version "$V" -p no:cacheprovider -rs \
@@ -56,8 +108,27 @@ trust)
 all)
   run doctor 60 python3 -m pytest_kforge.doctor
   S="file://$KF/bench"
-  TAIL=30 run suite-all 330 python3 -m pytest --kernel mla --kernel-version all -p no:cacheprovider -rs \
-      --kforge-examples 8 --kforge-json="$KF/suite-all.json" --benchmark-autosave --benchmark-storage="$S"
+  V="${VERSIONS:-all}"
+  name=suite-all
+  [ "$V" = all ] || name="suite-all-$(echo "$V" | awk -F, '{print (NF > 1) ? $1 "-" $NF : $1}')"
+  if [ -z "${SKIP_COMPARE:-}" ] && [ "$V" != all ] && ! { echo ",$V," | grep -q ",v0," && echo ",$V," | grep -q ",$BEST,"; }; then
+    log "suite-compare: skipped: VERSIONS=$V lacks v0 or BEST=$BEST, and it compares those with this call's saved run"
+    SKIP_COMPARE=1
+  fi
+  reserve=0  # what the commands after the suite need
+  [ -n "${SKIP_COMPARE:-}" ] || reserve=$((reserve + 100 + 10))
+  [ -n "${SKIP_NCU:-}" ] || reserve=$((reserve + 120 + 10))
+  cap=$(( $(left) - 10 - reserve )); [ "$cap" -ge 15 ] || cap=0  # 0: not run
+  TAIL=30 run "$name" "${SUITE_S:-$cap}" python3 -m pytest --kernel mla --kernel-version "$V" \
+      -p no:cacheprovider -rs -v --kforge-examples 8 --kforge-json="$KF/$name.json" --benchmark-autosave \
+      --benchmark-storage="$S"
+  if [ "$RC" -eq 124 ] || [ "$RC" -eq 137 ] || [ "$RC" -eq 125 ]; then
+    missed=$(unfinished "$V" "$KF/$name.log")
+    log "$name: versions NOT RUN to the end (no finished trial benchmark): ${missed:-none}"
+    [ -z "$missed" ] || log "$name: run them in another call: bash scripts/h200.sh all VERSIONS=$missed BEST=$BEST" \
+        "(add SKIP_COMPARE=1 SKIP_NCU=1 unless v0 and $BEST are among them)"
+    echo "${missed:-}" >"$KF/$name.not-run.txt"
+  fi
   [ -n "${SKIP_COMPARE:-}" ] || TAIL=30 run suite-compare 100 python3 -m pytest --kernel mla --kernel-version "v0,$BEST" -k test_trial \
       -p no:cacheprovider --kforge-json="$KF/suite-rerun.json" --benchmark-autosave \
       --benchmark-storage="$S" --benchmark-compare
@@ -87,8 +158,8 @@ cute)
   ;;
 *) echo "unknown step $step"; exit 2 ;;
 esac
-# bring back: /tmp/kf plus everything the step changed or created in the checkout
+# bring back: $KF plus everything the step changed or created in the checkout
 git status --porcelain --untracked-files=all | awk '{print $2}' | grep -v '^\.gpu/' >"$KF/changed.txt"
-tar czf "$OUT/kf-$step.tgz" -C / tmp/kf --exclude='*.ncu-rep' 2>/dev/null
+pack
 case "$step" in loop|all|cutile) tar czf "$OUT/tree-$step.tgz" -T "$KF/changed.txt" 2>/dev/null ;; esac
 ls -la "$OUT"

@@ -73,3 +73,33 @@ def test_driver_runs_a_version_end_to_end_on_cpu() -> None:
     bad = subprocess.run([*driver_command("mla", "v0", "nosuch", python=sys.executable), "--device", "cpu"],
                          capture_output=True, text=True, timeout=120, cwd=root)
     assert bad.returncode == 2 and "KFORGE-DRIVER: error: kernel 'mla' has no trial 'nosuch'" in bad.stderr
+
+
+def test_driver_says_when_the_dsl_toolchain_does_not_import(tmp_path) -> None:
+    """A cuTile version where cuda.tile does not import: exit 6 and a ``toolchain:`` line (not
+    ``raised:``), which the collector words as an environment problem, not a crash."""
+    import importlib.util
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from pytest_kforge.profile.collect import RunResult, classify_fault
+    from test_plugin_helpers import write_tiny
+
+    try:
+        if importlib.util.find_spec("cuda.tile") is not None:
+            pytest.skip("cuda.tile imports here")
+    except ImportError:
+        pass
+    write_tiny(tmp_path, ("v0", "v7_tile"))
+    repo = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(repo), os.environ.get("PYTHONPATH", "")])}
+    cmd = [*driver_command("tiny", "v7_tile", "small", kernels_dir=tmp_path / "kernels", python=sys.executable),
+           "--device", "cpu"]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
+    assert res.returncode == 6, res.stderr
+    last = res.stderr.strip().splitlines()[-1]
+    assert last.startswith("KFORGE-DRIVER: toolchain: ModuleNotFoundError: No module named 'cuda")
+    fault = classify_fault(RunResult(cmd, 6, "", res.stderr, False, 1.0), what="tiny v7_tile on small", timeout_s=60)
+    assert fault is not None and "its DSL toolchain is not importable in the process ncu ran (No module" in fault

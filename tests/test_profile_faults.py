@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_kforge.profile.collect import collect
+from pytest_kforge.profile.collect import RunResult, classify_fault, collect, toolchain_import_error
 from pytest_kforge.profile.parse import NcuParseError, parse_raw_csv
 from pytest_kforge.profile.run import profile_version
 
@@ -151,3 +151,45 @@ def test_a_failed_run_removes_the_stale_profile(fake_path: Path, tmp_path: Path,
     monkeypatch.setenv("FAKE_NCU_MODE", "crash")
     [second] = profile_version("mla", "v1", ["decode"], root=root, kernels_dir=KERNELS)
     assert second.fault and not first.json_path.exists() and not first.md_path.exists()
+
+
+@pytest.mark.parametrize("mode, missing", [
+    ("toolchain", "No module named 'cutlass'"),      # the driver's own check (exit 6)
+    ("importraised", "No module named 'cuda.tile'"),  # the import failed inside the version's run
+])
+def test_toolchain_not_importable_is_one_sentence_not_a_crash(fake_path: Path, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch, mode: str,
+                                                               missing: str) -> None:
+    monkeypatch.setenv("FAKE_NCU_MODE", mode)
+    fault = _one_line(collect("mla", "v5_cute", "decode", out_dir=tmp_path / "out", metrics=["m"]).fault)
+    assert fault.startswith("mla v5_cute on decode was not profiled: its DSL toolchain is not importable in "
+                            f"the process ncu ran ({missing}); install it with `pip install -e \".[gpu]\"`")
+    assert "env.sh" in fault and "pytest_kforge.doctor" in fault
+    assert "compute-sanitizer" not in fault and "crashed" not in fault and "replay" not in fault
+
+
+def _res(stderr: str, rc: int | None) -> RunResult:
+    return RunResult(["ncu"], rc, "", stderr, False, 1.0)
+
+
+@pytest.mark.parametrize("stderr, rc, needle", [
+    # the version module itself failed to import (registry: BadVersionModuleError)
+    ("KFORGE-DRIVER: error: kernels/mla/v9.py failed to import: ModuleNotFoundError: No module named 'cuda.tile'",
+     2, "its DSL toolchain is not importable in the process ncu ran (No module named 'cuda.tile')"),
+    ("KFORGE-DRIVER: raised: ImportError: cannot import name 'pipeline' from 'cutlass' (/x/cutlass/__init__.py)",
+     5, "(cannot import name 'pipeline' from 'cutlass')"),
+    # not a toolchain module: still the crash advice
+    ("KFORGE-DRIVER: raised: ModuleNotFoundError: No module named 'flashinfer'", 5,
+     "failed under ncu replay (ModuleNotFoundError: No module named 'flashinfer')"),
+])
+def test_classify_toolchain_import_errors(stderr: str, rc: int, needle: str) -> None:
+    assert needle in _one_line(classify_fault(_res(stderr, rc), what="mla v9 on decode", timeout_s=60))
+
+
+def test_an_import_error_in_a_run_that_worked_is_no_fault() -> None:
+    text = ("optional peer skipped (ModuleNotFoundError: No module named 'cutlass')\nKFORGE-DRIVER: loaded: a\n"
+            "KFORGE-DRIVER: ok: fine")
+    assert classify_fault(_res(text, 0), what="mla v1 on decode", timeout_s=60) is None
+    assert toolchain_import_error("ModuleNotFoundError: No module named 'cutlass._mlir'") == \
+        "No module named 'cutlass._mlir'"
+    assert toolchain_import_error("ModuleNotFoundError: No module named 'numpy'") is None

@@ -7,22 +7,28 @@
 * no permission for the GPU performance counters (``ERR_NVGPUCTRPERM``);
 * no kernel matched the NVTX filter;
 * ncu timed out;
-* the kernel (or the driver) crashed under replay.
+* the kernel (or the driver) crashed under replay;
+* the kernel's DSL toolchain does not import in the profiled process (``No module named 'cutlass'``):
+  said as that, not as a crash, since the fix is the environment, not the kernel.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..errors import install_command
+from ..registry import LANGUAGES
 from .command import (DEFAULT_LAUNCH_COUNT, NVTX_INCLUDE, driver_command, export_csv_command, profile_command,
                       query_metrics_command)
 from .metrics import ncu_metric_names, parse_query_metrics
 
-__all__ = ["Collected", "RunResult", "run_command", "find_ncu", "available_metrics", "collect", "classify_fault"]
+__all__ = ["Collected", "RunResult", "run_command", "find_ncu", "available_metrics", "collect", "classify_fault",
+           "driver_lines", "toolchain_import_error"]
 
 DEFAULT_TIMEOUT_S = 300.0
 
@@ -50,6 +56,7 @@ class Collected:
     wall_s: float = 0.0
     command: list[str] = dataclasses.field(default_factory=list)
     log: str = ""
+    loaded: list[str] | None = None  # kernel-folder modules the driver's run imported (None: not reported)
 
     @property
     def ok(self) -> bool:
@@ -105,10 +112,29 @@ def _child_env() -> dict[str, str]:
     return env
 
 
+def driver_lines(text: str) -> list[str]:
+    """What the driver said (``KFORGE-DRIVER: ...`` lines, the prefix dropped), in order."""
+    return [ln.split("KFORGE-DRIVER:", 1)[1].strip() for ln in text.splitlines() if "KFORGE-DRIVER:" in ln]
+
+
+#: top-level packages of the DSL toolchains (cuda.tile, cutlass, and cuda-python's cuda.bindings)
+_TOOLCHAIN_PKGS = frozenset(mod.split(".")[0] for lang, (mod, _) in LANGUAGES.items() if lang != "torch")
+_IMPORT_ERROR = re.compile(r"\b(?:ModuleNotFoundError|ImportError): (No module named '([\w.]+)'|"
+                           r"cannot import name '\w+' from '([\w.]+)')")
+
+
+def toolchain_import_error(text: str) -> str | None:
+    """``No module named 'cutlass'`` (the first import error of a DSL toolchain package in ``text``), or None."""
+    for m in _IMPORT_ERROR.finditer(text):
+        if (m.group(2) or m.group(3)).split(".")[0] in _TOOLCHAIN_PKGS:
+            return m.group(1)
+    return None
+
+
 def classify_fault(res: RunResult, *, what: str, timeout_s: float) -> str | None:
     """One line for a failed profiling run, or None when it worked."""
     text = res.stdout + "\n" + res.stderr
-    driver = [ln.split("KFORGE-DRIVER:", 1)[1].strip() for ln in text.splitlines() if "KFORGE-DRIVER:" in ln]
+    driver = driver_lines(text)
     last = driver[-1] if driver else ""
     if res.timed_out:
         return (f"ncu timed out after {timeout_s:.0f} s profiling {what}; raise --kforge-ncu-timeout, "
@@ -116,6 +142,16 @@ def classify_fault(res: RunResult, *, what: str, timeout_s: float) -> str | None
     if "ERR_NVGPUCTRPERM" in text:
         return (f"ncu has no permission to read the GPU performance counters ({what}); run as root or load "
                 f"the driver with NVreg_RestrictProfilingToAdminUsers=0 (see NVIDIA's ERR_NVGPUCTRPERM page)")
+    missing = None
+    if last.startswith("toolchain:"):  # the driver's own check
+        missing = toolchain_import_error(last) or last[len("toolchain:"):].strip()
+    elif res.returncode != 0 or (driver and not last.startswith("ok:")):  # an import inside the version's run
+        missing = toolchain_import_error(text)
+    if missing:
+        return (f"{what} was not profiled: its DSL toolchain is not importable in the process ncu ran "
+                f"({missing}); install it with `{install_command()}` or, where it is staged outside "
+                f"site-packages, source the GPU bundle's env.sh in the shell that runs the profile, then check "
+                f"with `python -m pytest_kforge.doctor`")
     if last.startswith("unsupported:"):
         return f"not profiled: {last[len('unsupported:'):].strip()}"
     if last.startswith(("error:", "no-gpu:")):
@@ -171,6 +207,10 @@ def collect(kernel: str, version: str, trial: str, *, out_dir: str | Path, ncu: 
     got.wall_s = res.wall_s
     got.log = (res.stdout[-4000:] + "\n" + res.stderr[-4000:]).strip()
     got.fault = classify_fault(res, what=what, timeout_s=timeout_s)
+    said = driver_lines(res.stdout + "\n" + res.stderr)
+    loaded = [ln for ln in said if ln.startswith("loaded:")]
+    if loaded:
+        got.loaded = [n.strip() for n in loaded[-1][len("loaded:"):].split(",") if n.strip()]
     if got.fault is None and not rep.exists():
         got.fault = (f"ncu finished but wrote no report for {what} (expected {rep}); "
                      f"no kernel matched --nvtx-include {NVTX_INCLUDE!r} or the disk is full")

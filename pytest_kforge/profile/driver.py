@@ -6,8 +6,10 @@ Builds the spec's inputs once on the GPU, calls the version ``--warmup`` times o
 range (JIT compilation, autotuning and allocator warm-up happen there), synchronises, then calls
 it once inside the push/pop range ``kforge``, so ncu (``--nvtx-include kforge/``) replays only the
 kernels of that one call.  Exit codes: 0 ok, 2 bad arguments, 3 version does not support the
-trial, 4 no GPU, 5 the version raised.  The last line on stderr starting with ``KFORGE-DRIVER:``
-says what happened, for the collector's fault messages.
+trial, 4 no GPU, 5 the version raised, 6 the version's DSL toolchain does not import.  The last
+line on stderr starting with ``KFORGE-DRIVER:`` says what happened, for the collector's fault
+messages; before an ``ok:`` line a ``loaded:`` line names the kernel-folder modules the run
+imported (the profiler detects the version's features in them).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import time
 
 from .command import NVTX_RANGE
 
-EXIT_OK, EXIT_ARGS, EXIT_UNSUPPORTED, EXIT_NO_GPU, EXIT_RAISED = 0, 2, 3, 4, 5
+EXIT_OK, EXIT_ARGS, EXIT_UNSUPPORTED, EXIT_NO_GPU, EXIT_RAISED, EXIT_TOOLCHAIN = 0, 2, 3, 4, 5, 6
 
 
 def _say(msg: str) -> None:
@@ -58,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
                          "and print the median, to compare with ncu's durations (run it without ncu)")
     args = ap.parse_args(argv)
 
-    from pytest_kforge.registry import load_version
+    from pytest_kforge.registry import _PKG, load_version
 
     try:
         version = load_version(args.kernel, args.version, args.kernels_dir)
@@ -69,6 +71,11 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - reported as one line to the collector
         _say(f"error: {exc.args[0] if isinstance(exc, KeyError) and exc.args else exc}")
         return EXIT_ARGS
+    missing = version.toolchain_missing()
+    if missing is not None:
+        cause = missing.__cause__
+        _say(f"toolchain: {type(cause).__name__}: {cause}" if cause else f"toolchain: {missing}")
+        return EXIT_TOOLCHAIN
     why = version.supports(trial.params)
     if why:
         _say(f"unsupported: {args.kernel} {args.version} does not support {trial.id}: {why}")
@@ -109,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001
         _say(f"raised: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
         return EXIT_RAISED
+    _say("loaded: " + ",".join(sorted(n for n in sys.modules if n.startswith(_PKG + "."))))
     _say(f"ok: {args.kernel} {args.version} {trial.id} warmup={args.warmup} "
          f"warmup_s={t1 - t0:.3f} profiled_s={time.perf_counter() - t1:.3f}")
     return EXIT_OK

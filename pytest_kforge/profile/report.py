@@ -19,7 +19,7 @@ from .parse import KernelRecord
 from .rules import Verdict, aggregate, classify, key_issue, root_cause
 
 __all__ = ["ProfileReport", "stage_name", "build_report", "baseline_rows", "knowledge_opportunities",
-           "write_report", "load_report_json", "perf_block"]
+           "drop_applied", "write_report", "load_report_json", "perf_block"]
 
 #: metrics compared in "vs Baseline": (short name, unit, percentage-point change?)
 BASELINE_METRICS: tuple[tuple[str, str, bool], ...] = (
@@ -38,13 +38,23 @@ class ProfileReport:
     @property
     def markdown(self) -> str:
         """The contract's markdown; an empty opportunity list gets one un-numbered "(none: why)"
-        line so a reader knows it is empty on purpose (parsers skip un-numbered lines)."""
+        line so a reader knows it is empty on purpose, and matches dropped because the version
+        already applies them one "(not ranked, already applied: ...)" line after the ranked ones
+        (parsers skip un-numbered lines)."""
         text = self.contract.render()
-        if not self.contract.opportunities:
-            why = next((n for n in self.data.get("notes", []) if n.startswith("no ")), "no entry matched")
-            head = "### Top 3 Opportunities (ranked by estimated impact)\n"
-            text = text.replace(head, head + f"(none: {why})\n", 1)
-        return text
+        head = "### Top 3 Opportunities (ranked by estimated impact)\n"
+        before, sep, after = text.partition(head)
+        lines = after.split("\n")
+        n = len(self.contract.opportunities)
+        if not n:
+            why = next((t for t in self.data.get("notes", []) if t.startswith("no ")), "no entry matched")
+            lines.insert(0, f"(none: {why})")
+            n = 1
+        applied = self.data.get("already_applied") or []
+        if applied:
+            lines.insert(n, "(not ranked, already applied: " + "; ".join(f"{a['name']}, {a['why']}"
+                                                                        for a in applied) + ")")
+        return before + sep + "\n".join(lines)
 
 
 _NOISE = re.compile(r"^(void|static|__global__)\s+")
@@ -76,8 +86,9 @@ def _round(x: float | None, nd: int = 1) -> float | None:
 
 
 def knowledge_opportunities(metrics: Mapping[str, float], *, kernel_tags: Sequence[str], language: str | None,
-                            root: str | Path = "docs/knowledge") -> tuple[list[Any], list[str]]:
-    """Top 3 :class:`Opportunity` from the knowledge base at ``root``, ranked by est. gain, and notes.
+                            root: str | Path = "docs/knowledge", limit: int | None = 3) -> tuple[list[Any], list[str]]:
+    """Top ``limit`` (None: all) :class:`Opportunity` from the knowledge base at ``root``, ranked
+    by est. gain, and notes.
 
     Each opportunity's ``entry`` is the entry file relative to the project (``root``'s grandparent).
     """
@@ -109,10 +120,22 @@ def knowledge_opportunities(metrics: Mapping[str, float], *, kernel_tags: Sequen
             rel = ref
         opps.append(Opportunity(name.replace("--", "-"), round(float(m.est_gain_pct), 1),
                                 str(m.trigger).replace("--", "-"), rel.replace("--", "-")))
-        if len(opps) == 3:
+        if limit is not None and len(opps) == limit:
             break
     notes = [] if opps else [f"no knowledge-base entry under {root} matches these metrics"]
     return opps, notes
+
+
+def drop_applied(opps: Sequence[Any], applied: Mapping[str, str]) -> tuple[list[Any], list[dict[str, str]]]:
+    """``(kept, dropped)``: opportunities whose name is not in ``applied`` (``{feature: why}``, see
+    :mod:`.features`), and one ``{name, why, trigger}`` for each dropped one."""
+    kept, dropped = [], []
+    for o in opps:
+        if o.name in applied:
+            dropped.append({"name": o.name, "why": applied[o.name], "trigger": o.trigger})
+        else:
+            kept.append(o)
+    return kept, dropped
 
 
 def baseline_rows(current: Mapping[str, float], previous: Mapping[str, float]) -> list[Any]:
@@ -136,11 +159,14 @@ def build_report(kernel: str, version: str, trial: str, params: Mapping[str, int
                  stage_names: Mapping[str, str] | None = None, language: str | None = None,
                  baseline: Mapping[str, Any] | None = None, opportunities: Callable[..., tuple[list, list]] | None
                  = None, extra: Mapping[str, Any] | None = None,
-                 knowledge_root: str | Path = "docs/knowledge") -> ProfileReport:
+                 knowledge_root: str | Path = "docs/knowledge",
+                 applied: Mapping[str, str] | None = None) -> ProfileReport:
     """Everything but I/O: stages, the verdict, root cause, opportunities, baseline, JSON twin.
 
     ``baseline`` is the parent's JSON twin (as :func:`load_report_json` returns it).
     ``opportunities(metrics, kernel_tags=..., language=...)`` defaults to the knowledge base.
+    ``applied`` is ``{feature: why}`` of what the version already does (:mod:`.features`): such
+    opportunities are not ranked; the JSON's ``already_applied`` and a markdown line name them.
     """
     from pytest_kforge.contracts import ProfileContract, StageRow
 
@@ -182,12 +208,16 @@ def build_report(kernel: str, version: str, trial: str, params: Mapping[str, int
     share = stages_m[dom].get("duration_us", 0.0) / total * 100
     cause = root_cause(agg, verdict, dominant=rows[dom].stage if len(rows) > 1 else "", dominant_share=share)
     trigger_metrics = {k: round(x, 4) for k, x in agg.items()}
-    find = opportunities or (lambda m, **kw: knowledge_opportunities(m, root=knowledge_root, **kw))
+    find = opportunities or (lambda m, **kw: knowledge_opportunities(m, root=knowledge_root, limit=None, **kw))
     # A torch version is the reference; its successor is written in a DSL, so every DSL's entries
     # apply (on the real H200 capture, language="torch" matched no entry at all for mla v0).
     kb_language = None if language == "torch" else language
     opps, opp_notes = find(trigger_metrics, kernel_tags=(kernel,), language=kb_language)
     notes += opp_notes
+    opps, dropped = drop_applied(opps, applied or {})
+    opps = opps[:3]
+    if dropped and not opps:
+        notes.append("no entry left to rank: every match is already applied by this version")
     base_rows = []
     if baseline:
         base_rows = baseline_rows(agg, baseline.get("metrics", {}))
@@ -202,6 +232,9 @@ def build_report(kernel: str, version: str, trial: str, params: Mapping[str, int
                      "tbs": roof.bandwidth_bytes_per_s / 1e12, "tflops": roof.flops_per_s / 1e12},
         "stages": stage_data, "notes": notes, **dict(extra or {}),
     }
+    if applied:
+        data["features"] = dict(applied)
+        data["already_applied"] = dropped
     return ProfileReport(contract, data)
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .collect import DEFAULT_TIMEOUT_S, available_metrics, collect, find_ncu
+from .features import version_features
 from .parse import NcuParseError, load_records
 from .report import build_report, load_report_json, perf_block, write_report
 
@@ -66,10 +67,10 @@ def profile_version(kernel: str, version: str, trials: Sequence[str] | None = No
     reports = Path(reports_dir) if reports_dir else root / "reports"
     k = load_kernel(kernel, kdir)
     spec = k.spec
-    language, parent, stage_names = None, None, None
+    language, parent, stage_names, declared = None, None, None, None
     try:
         v = k.version(version)
-        language, parent = v.language, v.parent
+        language, parent, declared = v.language, v.parent, v.features
         stage_names = getattr(v.module, "STAGE_NAMES", None)
     except Exception as exc:  # noqa: BLE001 - a DSL missing here does not stop reading recorded data
         parent = None
@@ -85,6 +86,7 @@ def profile_version(kernel: str, version: str, trials: Sequence[str] | None = No
         available = available_metrics(exe, cache=root / ".kforge-cache" / "ncu-query-metrics.txt")
     for trial in trials or spec.default_trials:
         out = TrialOutcome(kernel, version, trial)
+        loaded: list[str] | None = None
         outcomes.append(out)
         try:
             tc = spec.trial(trial)
@@ -125,6 +127,7 @@ def profile_version(kernel: str, version: str, trials: Sequence[str] | None = No
                 continue
             csv_path = got.csv_path
             out.rep_path = got.rep_path
+            loaded = got.loaded  # the modules the run imported: where features are detected
             extra["source"] = {"ncu_rep": f"{trial}.ncu-rep", "csv": f"{trial}.csv", "ncu_wall_s": round(got.wall_s, 2),
                                "command": got.command}
         try:
@@ -138,10 +141,11 @@ def profile_version(kernel: str, version: str, trials: Sequence[str] | None = No
         if bench_us and trial in bench_us:
             extra["bench_median_us"] = bench_us[trial]
         base = load_report_json(reports / kernel / base_name / f"{trial}.json") if base_name else None
+        applied = version_features(kdir, kernel, version, declared=declared, loaded=loaded)
         try:
             rep = build_report(kernel, version, trial, p, records, flops=spec.flops(p), min_bytes=spec.min_bytes(p),
                                roofline=roofline, stage_names=stage_names, language=language, baseline=base,
-                               extra=extra, knowledge_root=root / "docs" / "knowledge")
+                               extra=extra, knowledge_root=root / "docs" / "knowledge", applied=applied)
         except Exception as exc:  # noqa: BLE001 - one bad trial must not lose the others
             out.fault = f"could not build the report for {version} {trial}: {type(exc).__name__}: {exc}"
             continue

@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """A stand-in for `ncu` in CPU tests (never a measurement).
 
-FAKE_NCU_MODE: ok | perm | nokernel | timeout | crash | raised | badmetric | badcsv (default ok)
+FAKE_NCU_MODE: ok | perm | nokernel | timeout | crash | raised | badmetric | badcsv | toolchain | importraised
+               (default ok)
 FAKE_NCU_CSV:  the raw CSV printed by `--import X --csv --page raw`
 FAKE_NCU_LOG:  if set, each invocation's argv is appended to this file (one JSON list a line)
+FAKE_NCU_LOADED: if set, an ok run's driver reports these modules (``KFORGE-DRIVER: loaded: ...``)
 """
 import json
 import os
@@ -55,9 +57,18 @@ if mode == "crash":
     print("==ERROR== LaunchFailed: an illegal memory access was encountered", file=sys.stderr)
     print("==ERROR== The application returned an error code (1).", file=sys.stderr)
     sys.exit(1)
+if mode == "toolchain":  # the driver's own check: the version's DSL does not import
+    print("KFORGE-DRIVER: toolchain: ModuleNotFoundError: No module named 'cutlass'", file=sys.stderr)
+    sys.exit(6)
+if mode == "importraised":  # an older driver, or an import inside the version's run
+    print("Traceback (most recent call last):\nModuleNotFoundError: No module named 'cuda.tile'", file=sys.stderr)
+    print("KFORGE-DRIVER: raised: ModuleNotFoundError: No module named 'cuda.tile'", file=sys.stderr)
+    sys.exit(5)
 if mode == "raised":
     print("KFORGE-DRIVER: raised: RuntimeError: CUDA error: an illegal memory access", file=sys.stderr)
     sys.exit(1)
 open(out + ".ncu-rep", "w").write("fake report\n")
 print("==PROF== Disconnected from process 4242")
+if os.environ.get("FAKE_NCU_LOADED"):
+    print(f"KFORGE-DRIVER: loaded: {os.environ['FAKE_NCU_LOADED']}", file=sys.stderr)
 print("KFORGE-DRIVER: ok: fake run", file=sys.stderr)

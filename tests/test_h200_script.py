@@ -1,0 +1,123 @@
+"""scripts/h200.sh: the step's time budget, cap hits said in the log, and the all step's split.
+
+A device call ends at 600 s and a step killed there brings nothing back, so every command's cap
+is cut to the step's time left; the all step (19 versions, CuTe compiles of a minute or two)
+names the versions a cap hit left unfinished.  The helpers are sourced alone
+(``H200_FUNCTIONS_ONLY=1``); the all step runs end to end with a fake ``python3`` on PATH.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import textwrap
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "h200.sh"
+
+pytestmark = pytest.mark.skipif(shutil.which("bash") is None or shutil.which("timeout") is None,
+                                reason="needs bash and coreutils timeout")
+
+
+def _bash(script: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", "-c", script], cwd=cwd, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, **(env or {})})
+
+
+def test_syntax() -> None:
+    res = subprocess.run(["bash", "-n", str(SCRIPT)], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+
+
+def _helpers(tmp_path: Path, body: str) -> subprocess.CompletedProcess[str]:
+    env = {"H200_FUNCTIONS_ONLY": "1", "KF": str(tmp_path / "kf"), "OUT": str(tmp_path / "out"), "STEP_S": "60"}
+    return _bash(f"source {SCRIPT} selftest\n{textwrap.dedent(body)}", tmp_path, env)
+
+
+def test_run_cuts_caps_to_the_time_left_and_says_when_it_hits_one(tmp_path: Path) -> None:
+    res = _helpers(tmp_path, """
+        run quick 5 true; echo "quick=$RC"
+        run slow 1 sleep 20; echo "slow=$RC"
+        run long 500 true; echo "long=$RC"
+        DEADLINE=$((SECONDS + 20)); run late 100 true; echo "late=$RC"
+        """)
+    assert res.returncode == 0, res.stderr
+    assert [ln for ln in res.stdout.splitlines() if "=" in ln and ":" not in ln] == \
+        ["quick=0", "slow=124", "long=0", "late=125"]
+    log = (tmp_path / "kf" / "selftest.log").read_text()
+    assert "slow: TIME CAP HIT: killed after 1 s (rc=124)" in log
+    assert "long: cap cut from 500 s to the " in log and "quick: cap cut" not in log
+    assert "late: NOT RUN: " in log and " s (STEP_S), cap 100 s: true" in log and not (tmp_path / "kf" / "late.log").exists()
+
+
+def test_unfinished_names_versions_without_a_finished_trial(tmp_path: Path) -> None:
+    mla = tmp_path / "kernels" / "mla"
+    mla.mkdir(parents=True)
+    for name in ("v0", "v1", "v1_cute", "v10", "_cute_host", "fuzz", "spec"):
+        (mla / f"{name}.py").write_text("")
+    (tmp_path / "suite.log").write_text(
+        "::test_correctness[mla-v1_cute-decode-b4-s1-t256-h128] PASSED [ 10%]\n"
+        "::test_trial[mla-v0-decode-b32-s1-t4096-h128] PASSED [ 50%]\n"
+        "::test_trial[mla-v1-decode-b32-s1-t4096-h128] SKIPPED (v1 is written in...) [ 60%]\n"
+        "::test_trial[mla-v10-decode-b32-s1-t4096-h128] ")  # running when the cap hit
+    res = _helpers(tmp_path, """
+        mla_versions all
+        unfinished all suite.log
+        unfinished v0,v1 suite.log
+        unfinished v0,v10 missing.log
+        """)
+    assert res.stdout.splitlines() == ["v0,v1,v1_cute,v10", "v1_cute,v10", "", "v0,v10"]
+
+
+FAKE_PYTHON = '''#!{python}
+"""python3 for the all step: pip and the doctor succeed, the suite hangs after one trial."""
+import json, os, sys, time
+with open(os.environ["FAKE_ARGV_LOG"], "a") as fh:
+    fh.write(json.dumps(sys.argv[1:]) + "\\n")
+if sys.argv[1:3] == ["-m", "pytest"] and "--benchmark-compare" not in sys.argv:
+    print("::test_trial[mla-v0-decode-b32-s1-t4096-h128] PASSED [ 33%]")
+    print("::test_trial[mla-v1-decode-b32-s1-t4096-h128] ", end="", flush=True)
+    time.sleep(60)
+print("fake ok")
+'''
+
+
+def _all_step(tmp_path: Path, *args: str) -> tuple[str, list[list[str]]]:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    fake = bin_dir / "python3"
+    fake.write_text(FAKE_PYTHON.format(python=sys.executable))
+    fake.chmod(0o755)
+    argv_log = tmp_path / "argv.log"
+    env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "GPU_ENV": "/dev/null", "FAKE_ARGV_LOG": str(argv_log),
+           "KF": str(tmp_path / "kf"), "OUT": str(tmp_path / "out")}
+    res = subprocess.run(["bash", str(SCRIPT), "all", *args], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=120, env={**os.environ, **env})
+    assert res.returncode == 0, res.stdout + res.stderr
+    return (tmp_path / "kf" / "all.log").read_text(), [json.loads(ln) for ln in argv_log.read_text().splitlines()]
+
+
+def test_all_step_names_the_versions_a_cap_left_unfinished(tmp_path: Path) -> None:
+    log, argv = _all_step(tmp_path, "VERSIONS=v0,v1,v2", "BEST=v1", "SUITE_S=2", "SKIP_NCU=1")
+    suite = next(a for a in argv if "--kernel-version" in a and "v0,v1,v2" in a)
+    assert "-v" in suite and "--kforge-json=" + str(tmp_path / "kf" / "suite-all-v0-v2.json") in suite
+    assert "suite-all-v0-v2: TIME CAP HIT: killed after 2 s (rc=124)" in log
+    assert "suite-all-v0-v2: versions NOT RUN to the end (no finished trial benchmark): v1,v2" in log
+    assert "run them in another call: bash scripts/h200.sh all VERSIONS=v1,v2 BEST=v1" in log
+    assert any("--benchmark-compare" in a for a in argv)  # v0 and BEST are in this part: compared
+    with tarfile.open(tmp_path / "out" / "kf-all.tgz") as tar:
+        assert "kf/suite-all-v0-v2.not-run.txt" in tar.getnames()
+    assert (tmp_path / "kf" / "suite-all-v0-v2.not-run.txt").read_text() == "v1,v2\n"
+
+
+def test_all_step_part_without_v0_and_best_skips_the_compare(tmp_path: Path) -> None:
+    log, argv = _all_step(tmp_path, "VERSIONS=v1_cute,v2_cute", "BEST=v5_cute", "SUITE_S=2", "SKIP_NCU=1")
+    assert "suite-compare: skipped: VERSIONS=v1_cute,v2_cute lacks v0 or BEST=v5_cute" in log
+    assert not any("--benchmark-compare" in a for a in argv)
+    assert "versions NOT RUN to the end (no finished trial benchmark): v1_cute,v2_cute" in log
