@@ -83,10 +83,33 @@ def _kernel_class(kind: str) -> Any:
         from kforge_kernels.mla._cute_sm90 import MlaSplitSm90Bf16Partials
 
         return MlaSplitSm90Bf16Partials
+    if kind == "sm90_seesaw":
+        from kforge_kernels.mla._cute_seesaw import MlaSplitSm90Seesaw
+
+        return MlaSplitSm90Seesaw
+    if kind == "sm90_seesaw_chunked":
+        from kforge_kernels.mla._cute_seesaw import MlaSplitSm90SeesawChunked
+
+        return MlaSplitSm90SeesawChunked
+    if kind == "sm90_seesaw_fused":
+        from kforge_kernels.mla._cute_seesaw import MlaSplitSm90SeesawFused
+
+        return MlaSplitSm90SeesawFused
     raise ValueError(
-        f"unknown CuTe MLA kernel kind {kind!r}; use 'sm80', 'sm80_dedup', 'sm90', 'sm90_pvfirst', 'sm90_lazy' "
-        "or 'sm90_bf16p'."
+        f"unknown CuTe MLA kernel kind {kind!r}; use 'sm80', 'sm80_dedup', 'sm90', 'sm90_pvfirst', 'sm90_lazy', "
+        "'sm90_bf16p', 'sm90_seesaw', 'sm90_seesaw_chunked' "
+        "or 'sm90_seesaw_fused'."
     )
+
+
+def _sm90(kind: str) -> bool:
+    """Whether ``kind``'s kernel takes the final outputs and a counter too (the sm90 signature)."""
+    return kind.startswith("sm90")
+
+
+def _fused(kind: str) -> bool:
+    """Whether ``kind`` merges its splits in the kernel (no combine launch; needs zeroed counters)."""
+    return kind == "sm90_seesaw_fused"
 
 
 def _bf16_partials(kind: str) -> bool:
@@ -121,12 +144,14 @@ def compiled(kind: str, s: int, h: int, stages: int, direct: bool = False) -> tu
     main = _kernel_class(kind)(s, h, stages, direct)
     stream = cuda.CUstream(0)
     pdt = bf if _bf16_partials(kind) else f32
+    # sm90 kinds also take the final out / lse and the split counters (used when fused)
+    finals = (p(bf), p(f32, 4), p(i32, 4)) if _sm90(kind) else ()
     f_main = cute.compile(
-        main, p(bf), p(bf), p(i32, 4), p(i32, 4), p(bf if direct else pdt), p(f32, 4 if direct else 16),
+        main, p(bf), p(bf), p(i32, 4), p(i32, 4), p(bf if direct else pdt), p(f32, 4 if direct else 16), *finals,
         i32(1), i32(1), i32(1), i32(1), f32(1.0), stream, options=COMPILE_OPTIONS,
     )
     f_comb = None
-    if not direct:
+    if not direct and not _fused(kind):
         comb = (MlaCombineOnePass if _bf16_partials(kind) else MlaCombine)(s, h, main.rows_pad)
         f_comb = cute.compile(comb, p(pdt), p(f32), p(bf), p(f32, 4), i32(1), i32(1), stream, options=COMPILE_OPTIONS)
     _CACHE[key] = (f_main, f_comb, main.rows_pad, main.m_blocks)
@@ -182,17 +207,25 @@ def run_split_combine(
     dense = out.is_contiguous() and lse.is_contiguous() and out.data_ptr() % 16 == 0 and lse.data_ptr() % 4 == 0
     o_dst = out if dense else torch.empty(out.shape, dtype=out.dtype, device=dev)
     l_dst = lse if dense else torch.empty(lse.shape, dtype=lse.dtype, device=dev)
+    # an sm90 kernel also takes out, lse and a counter array; only a fused one uses them, the
+    # others get out / lse / cache_seqlens as placeholders (never read or written)
+    finals = (ptr(bf, o_dst), ptr(f32, l_dst, 4), ptr(i32, cache_seqlens, 4)) if _sm90(kind) else ()
     if allow_direct and splits == 1:
         f_main, _, _, _ = compiled(kind, s, h, stages, direct=True)
-        f_main(*ins, ptr(bf, o_dst), ptr(f32, l_dst, 4), *sizes, stream)
+        f_main(*ins, ptr(bf, o_dst), ptr(f32, l_dst, 4), *finals, *sizes, stream)
     else:
         f_main, f_comb, rows_pad, _ = compiled(kind, s, h, stages)
         pbf = _bf16_partials(kind)
         opart = torch.empty(splits, b, rows_pad, D_V, dtype=torch.bfloat16 if pbf else torch.float32, device=dev)
         lpart = torch.empty(splits, b, rows_pad, dtype=torch.float32, device=dev)
-        f_main(*ins, ptr(bf if pbf else f32, opart), ptr(f32, lpart), *sizes, stream)
-        f_comb(ptr(bf if pbf else f32, opart), ptr(f32, lpart), ptr(bf, o_dst), ptr(f32, l_dst, 4), i32(b), i32(splits),
-               stream)
+        parts = (ptr(bf if pbf else f32, opart), ptr(f32, lpart))
+        if _fused(kind):
+            # one arrival counter per (sequence, row block), zeroed in stream order before the launch
+            sem = torch.zeros(b * m_blocks, dtype=torch.int32, device=dev)
+            f_main(*ins, *parts, ptr(bf, o_dst), ptr(f32, l_dst, 4), ptr(i32, sem, 4), *sizes, stream)
+        else:
+            f_main(*ins, *parts, *finals, *sizes, stream)
+            f_comb(*parts, ptr(bf, o_dst), ptr(f32, l_dst, 4), i32(b), i32(splits), stream)
     if not dense:
         out.copy_(o_dst)
         lse.copy_(l_dst)

@@ -84,10 +84,19 @@ class MlaSplitSm90:
 
     #: issue page j's P V before page j+1's S (v5_cute) instead of after it (v4_cute)
     pv_first = False
+    #: one consumer warpgroup per page of a pair (``_cute_seesaw``) instead of half a page each
+    seesaw = False
+    #: columns of S one warpgroup computes per page (the QK^T wgmma's N)
+    qk_cols = HALF
+    #: TMA copies (each with its own full/empty barrier) per KV page: 1 = the whole 64 x 576
+    #: page, 9 = 64 x 64 blocks, so a GEMM can start on a page's first block (v9_cute)
+    kv_chunks = 1
     #: skip O's rescale for a row whose max did not move (v6_cute; exact)
     lazy_rescale = False
     #: split partials stored as bf16 instead of fp32 (v6_cute; the host allocates them)
     partial_bf16 = False
+    #: the last CTA of a (sequence, row block) to finish merges all splits (v10_cute): no combine launch
+    fused_combine = False
 
     def __init__(self, s: int, h: int, stages: int = 2, direct: bool = False):
         if stages != 2:
@@ -108,6 +117,9 @@ class MlaSplitSm90:
         lens_ptr: cute.Pointer,
         op_ptr: cute.Pointer,
         lp_ptr: cute.Pointer,
+        out_ptr: cute.Pointer,
+        lse_ptr: cute.Pointer,
+        sem_ptr: cute.Pointer,
         b: cutlass.Int32,
         num_blocks: cutlass.Int32,
         max_blocks: cutlass.Int32,
@@ -129,6 +141,11 @@ class MlaSplitSm90:
                 op_ptr, cute.make_ordered_layout((splits, b, self.rows_pad, D_V), order=(3, 2, 1, 0))
             )
             mLp = cute.make_tensor(lp_ptr, cute.make_ordered_layout((splits, b, self.rows_pad), order=(2, 1, 0)))
+        # used only by a kernel that merges the splits itself (fused_combine): the final outputs and
+        # one arrival counter per (sequence, row block); other kinds get placeholders
+        mOut = cute.make_tensor(out_ptr, cute.make_ordered_layout((b, self.rows, D_V), order=(2, 1, 0)))
+        mLse = cute.make_tensor(lse_ptr, cute.make_ordered_layout((b, self.h, self.s), order=(2, 1, 0)))
+        mSem = cute.make_tensor(sem_ptr, cute.make_layout(b * self.m_blocks))
 
         sQ_layout = sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, (BLOCK_M, PAGE, D_QK), bf16, 1)
         # K-major page: 128B atoms of (8 tokens x 64 dims) stacked over the 64 tokens, then the 9 dim blocks
@@ -145,11 +162,14 @@ class MlaSplitSm90:
         tma_q, mQt = cpasync.make_tiled_tma_atom(
             cpasync.CopyBulkTensorTileG2SOp(), mQ, cute.slice_(sQ_layout, (None, None, 0)), (BLOCK_M, D_QK)
         )
-        tma_kv, mKVt = cpasync.make_tiled_tma_atom(
-            cpasync.CopyBulkTensorTileG2SOp(), mKV, cute.slice_(sKV_layout, (None, None, 0)), (PAGE, D_QK)
+        # one TMA box per KV chunk: (64 tokens, 576 / kv_chunks dims), the K-major layout of one block
+        kv_cols = D_QK // self.kv_chunks
+        sKc_layout = cute.slice_(
+            sm90_utils.make_smem_layout_b(LayoutEnum.ROW_MAJOR, (BLOCK_M, PAGE, kv_cols), bf16, 1), (None, None, 0)
         )
+        tma_kv, mKVt = cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileG2SOp(), mKV, sKc_layout, (PAGE, kv_cols))
         self.q_bytes = cute.size_in_bytes(bf16, cute.slice_(sQ_layout, (None, None, 0)))
-        self.kv_bytes = cute.size_in_bytes(bf16, cute.slice_(sKV_layout, (None, None, 0)))
+        self.kv_bytes = cute.size_in_bytes(bf16, sKc_layout)
 
         # 1024-aligned tiles first, small items last: 73728 + 147456 + 8192 + 2048 + 48 = 231472 B
         # of the 232448 B (227 KB) a CTA may use -- no room for a third KV stage
@@ -160,10 +180,10 @@ class MlaSplitSm90:
             sP: cute.struct.Align[cute.struct.MemRange[bf16, cute.cosize(sP_layout)], 1024]
             sRed: cute.struct.Align[cute.struct.MemRange[f32, cute.cosize(red_layout)], 16]
             q_bar: cute.struct.MemRange[cutlass.Int64, 2]
-            kv_bar: cute.struct.MemRange[cutlass.Int64, 2 * self.stages]
+            kv_bar: cute.struct.MemRange[cutlass.Int64, 2 * self.stages * self.kv_chunks]
 
         self.kernel(
-            tma_q, mQt, tma_kv, mKVt, mBT, mLens, mOp, mLp, scale_log2,
+            tma_q, mQt, tma_kv, mKVt, mBT, mLens, mOp, mLp, mOut, mLse, mSem, scale_log2,
             sQ_layout, sKV_layout, sV_layout, sP_layout, red_layout, Smem,
         ).launch(grid=(self.m_blocks, b, splits), block=(self.threads, 1, 1), stream=stream, min_blocks_per_mp=1)
 
@@ -178,6 +198,9 @@ class MlaSplitSm90:
         mLens: cute.Tensor,
         mOp: cute.Tensor,
         mLp: cute.Tensor,
+        mOut: cute.Tensor,
+        mLse: cute.Tensor,
+        mSem: cute.Tensor,
         scale_log2: cutlass.Float32,
         sQ_layout: cute.ComposedLayout,
         sKV_layout: cute.ComposedLayout,
@@ -191,7 +214,7 @@ class MlaSplitSm90:
         # bodies, and a kernel argument's state is read again by the launch (escaping value).
         kmaj, mnmaj = warpgroup.OperandMajorMode.K, warpgroup.OperandMajorMode.MN
         # S_c = Q K_c^T: m64 n32, both operands K-major in smem
-        qk_mma = sm90_utils.make_trivial_tiled_mma(bf16, bf16, kmaj, kmaj, f32, (1, 1, 1), (BLOCK_M, HALF))
+        qk_mma = sm90_utils.make_trivial_tiled_mma(bf16, bf16, kmaj, kmaj, f32, (1, 1, 1), (BLOCK_M, self.qk_cols))
         # O_c += P V_c: m64 n256, P K-major (tokens contiguous), V MN-major (dims contiguous)
         pv_mma = sm90_utils.make_trivial_tiled_mma(bf16, bf16, kmaj, mnmaj, f32, (1, 1, 1), (BLOCK_M, D_V // 2))
         qk_mma.set(warpgroup.Field.ACCUMULATE, True)
@@ -218,7 +241,7 @@ class MlaSplitSm90:
             tx_count=self.q_bytes, defer_sync=True,
         )
         kv_pipe = pipeline.PipelineTmaAsync.create(
-            barrier_storage=st.kv_bar.data_ptr(), num_stages=self.stages,
+            barrier_storage=st.kv_bar.data_ptr(), num_stages=self.stages * self.kv_chunks,
             producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
             consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, CONSUMERS // 32),
             tx_count=self.kv_bytes, defer_sync=True,
@@ -234,9 +257,12 @@ class MlaSplitSm90:
         tQsQ, tQgQ = cpasync.tma_partition(
             tma_q, 0, cute.make_layout(1), cute.group_modes(sQ, 0, 2), cute.group_modes(gQ, 0, 2)
         )
-        gKV = cute.flat_divide(mKVt, (PAGE, D_QK))  # (64, 576, 1, 1, num_blocks)
+        # KV chunk c of stage s is pipeline stage s * kv_chunks + c (the flat index of (1, c, s))
+        kv_cols = D_QK // self.kv_chunks
+        sKVc = cute.group_modes(cute.flat_divide(sKV, (PAGE, kv_cols)), 2, 5)  # (64, kv_cols, (1, chunks, stages))
+        gKV = cute.flat_divide(mKVt, (PAGE, kv_cols))  # (64, kv_cols, 1, chunks, num_blocks)
         tKsK, tKgK = cpasync.tma_partition(
-            tma_kv, 0, cute.make_layout(1), cute.group_modes(sKV, 0, 2), cute.group_modes(gKV, 0, 2)
+            tma_kv, 0, cute.make_layout(1), cute.group_modes(sKVc, 0, 2), cute.group_modes(gKV, 0, 2)
         )
 
         cute.arch.mbarrier_init_fence()
@@ -252,160 +278,183 @@ class MlaSplitSm90:
                 q_pipe.producer_acquire(q_state)
                 cute.copy(tma_q, tQgQ[(None, m_block, 0, bi)], tQsQ[(None, 0)],
                           tma_bar_ptr=q_pipe.producer_get_barrier(q_state))
-                kv_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
+                kv_state = pipeline.make_pipeline_state(
+                    pipeline.PipelineUserType.Producer, self.stages * self.kv_chunks
+                )
                 for p in cutlass.range(p_begin, p_end, unroll=1):
                     page = mBT[bi, p]
-                    kv_pipe.producer_acquire(kv_state)
-                    cute.copy(tma_kv, tKgK[(None, 0, 0, page)], tKsK[(None, kv_state.index)],
-                              tma_bar_ptr=kv_pipe.producer_get_barrier(kv_state))
-                    kv_state.advance()
+                    for j in cutlass.range_constexpr(self.kv_chunks):
+                        kv_pipe.producer_acquire(kv_state)
+                        cute.copy(tma_kv, tKgK[(None, 0, j, page)], tKsK[(None, kv_state.index)],
+                                  tma_bar_ptr=kv_pipe.producer_get_barrier(kv_state))
+                        kv_state.advance()
         else:
             # ---------------- consumers ---------------------------------------------------
             cute.arch.setmaxregister_increase(self.regs_consumer)
-            c = wg - 1
-            ctid = tidx % 128
-            thr_qk = qk_mma.get_slice(ctid)
-            thr_pv = pv_mma.get_slice(ctid)
-
-            tSrQ = qk_mma.make_fragment_A(thr_qk.partition_A(sQ))  # (MMA, 1, 36, 1)
-            sK_c = cute.local_tile(sKV, (HALF, D_QK, self.stages), (c, 0, 0))
-            tSrK = qk_mma.make_fragment_B(thr_qk.partition_B(sK_c))  # (MMA, 1, 36, stages)
-            sV_c = cute.local_tile(sV, (D_V // 2, PAGE, self.stages), (c, 0, 0))
-            tOrV = pv_mma.make_fragment_B(thr_pv.partition_B(sV_c))  # (MMA, 1, 4, stages)
-            tOrP = pv_mma.make_fragment_A(thr_pv.partition_A(sP))  # (MMA, 1, 4)
-            sP_c = cute.local_tile(sP, (BLOCK_M, HALF), (0, c))
-            tPsP = thr_qk.partition_C(sP_c)
-            cS = cute.local_tile(cute.make_identity_tensor((BLOCK_M, PAGE)), (BLOCK_M, HALF), (0, c))
-            tScS_mn = _mn_view(thr_qk.partition_C(cS))
-
-            # output partitions are taken before the main loop: partitioning through pv_mma after
-            # it would use the accumulate flag last set inside the loop body (an escaping value)
-            if cutlass.const_expr(self.direct):
-                gO = cute.local_tile(mOp[bi, None, None], (BLOCK_M, D_V // 2), (m_block, c))
+            if cutlass.const_expr(self.seesaw):
+                # v8_cute: one warpgroup per page of a pair (see _cute_seesaw)
+                self._seesaw_consumer(qk_mma, pv_mma, tidx, wg, m_block, bi, split, t, p_begin, p_end, n_iter,
+                                      q_pipe, kv_pipe, sQ, sKV, sV, sRed, mOp, mLp, mOut, mLse, mSem, scale_log2)
             else:
-                gO = cute.local_tile(mOp[split, bi, None, None], (BLOCK_M, D_V // 2), (m_block, c))
-            tOgO = thr_pv.partition_C(gO)
-            acc_O = cute.make_rmem_tensor(thr_pv.partition_shape_C((BLOCK_M, D_V // 2)), f32)
-            acc_O.fill(0.0)
-            acc_O_mn = _mn_view(acc_O)
-            s_shape = thr_qk.partition_shape_C((BLOCK_M, HALF))
-            n_rows = cute.size(acc_O_mn.shape[0])
-            row_max = cute.make_rmem_tensor(n_rows, f32)
-            row_sum = cute.make_rmem_tensor(n_rows, f32)
-            alpha = cute.make_rmem_tensor(n_rows, f32)
-            row_max.fill(-cutlass.Float32.inf)
-            row_sum.fill(0.0)
-            first_masked_pos = t - self.s + 1  # row with draft index i masks pos >= t - s + 1 + i
+                c = wg - 1
+                ctid = tidx % 128
+                thr_qk = qk_mma.get_slice(ctid)
+                thr_pv = pv_mma.get_slice(ctid)
 
-            q_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, 1)
-            q_pipe.consumer_wait(q_state)
-            rd = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
-            rel = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
+                tSrQ = qk_mma.make_fragment_A(thr_qk.partition_A(sQ))  # (MMA, 1, 36, 1)
+                sK_c = cute.local_tile(sKV, (HALF, D_QK, self.stages), (c, 0, 0))
+                tSrK = qk_mma.make_fragment_B(thr_qk.partition_B(sK_c))  # (MMA, 1, 36, stages)
+                sV_c = cute.local_tile(sV, (D_V // 2, PAGE, self.stages), (c, 0, 0))
+                tOrV = pv_mma.make_fragment_B(thr_pv.partition_B(sV_c))  # (MMA, 1, 4, stages)
+                tOrP = pv_mma.make_fragment_A(thr_pv.partition_A(sP))  # (MMA, 1, 4)
+                sP_c = cute.local_tile(sP, (BLOCK_M, HALF), (0, c))
+                tPsP = thr_qk.partition_C(sP_c)
+                cS = cute.local_tile(cute.make_identity_tensor((BLOCK_M, PAGE)), (BLOCK_M, HALF), (0, c))
+                tScS_mn = _mn_view(thr_qk.partition_C(cS))
 
-            if n_iter > 0:
-                # page 0: S, softmax, P -> smem (O is still zero: no P V yet)
-                kv_pipe.consumer_wait(rd)
-                acc_S = cute.make_rmem_tensor(s_shape, f32)
-                acc_S.fill(0.0)
-                warpgroup.fence()
-                _gemm(qk_mma, acc_S, tSrQ[None, None, None, 0], tSrK[None, None, None, rd.index])
-                warpgroup.commit_group()
-                warpgroup.wait_group(0)
-                self._softmax(acc_S, tScS_mn, p_begin, first_masked_pos, m_block, c, ctid, scale_log2,
-                              row_max, row_sum, alpha, sRed)
-                self._publish_p(acc_S, tPsP)
-                rd.advance()
-                if cutlass.const_expr(self.pv_first):
-                    # v5_cute order: page j's P V, then page j+1's S.  P V completes first, so page
-                    # j's stage goes back to the producer while S runs (it can load page j+2 during
-                    # S + softmax); the softmax is not overlapped with tensor work any more.
-                    for j in cutlass.range(1, n_iter, unroll=1):
-                        acc_S = cute.make_rmem_tensor(s_shape, f32)
-                        acc_S.fill(0.0)
-                        warpgroup.fence()
-                        _gemm(pv_mma, acc_O, tOrP, tOrV[None, None, None, rel.index])
-                        warpgroup.commit_group()
-                        kv_pipe.consumer_wait(rd)
-                        _gemm(qk_mma, acc_S, tSrQ[None, None, None, 0], tSrK[None, None, None, rd.index])
-                        warpgroup.commit_group()
-                        warpgroup.wait_group(1)  # P V of page j-1 done: its stage is free
-                        kv_pipe.consumer_release(rel)
-                        rel.advance()
-                        warpgroup.wait_group(0)
-                        # the max exchange inside is also the "both WGs finished reading P" barrier
-                        self._softmax(acc_S, tScS_mn, p_begin + j, first_masked_pos, m_block, c, ctid, scale_log2,
-                                      row_max, row_sum, alpha, sRed)
-                        for r in cutlass.range_constexpr(n_rows):
-                            if cutlass.const_expr(self.lazy_rescale):
-                                # exact: alpha == 1 (the row max did not move) leaves O unchanged
-                                if alpha[r] != 1.0:
-                                    acc_O_mn[r, None] = acc_O_mn[r, None].load() * alpha[r]
-                            else:
-                                acc_O_mn[r, None] = acc_O_mn[r, None].load() * alpha[r]
-                        self._publish_p(acc_S, tPsP)
-                        rd.advance()
+                # output partitions are taken before the main loop: partitioning through pv_mma after
+                # it would use the accumulate flag last set inside the loop body (an escaping value)
+                if cutlass.const_expr(self.direct):
+                    gO = cute.local_tile(mOp[bi, None, None], (BLOCK_M, D_V // 2), (m_block, c))
                 else:
-                    # v4_cute order: page j's S, then page j-1's P V; the softmax of page j overlaps
-                    # that P V, but page j-1's stage is released only after it (late for 2 stages)
-                    for j in cutlass.range(1, n_iter, unroll=1):
-                        kv_pipe.consumer_wait(rd)
-                        acc_S = cute.make_rmem_tensor(s_shape, f32)
-                        acc_S.fill(0.0)
-                        warpgroup.fence()
-                        _gemm(qk_mma, acc_S, tSrQ[None, None, None, 0], tSrK[None, None, None, rd.index])
-                        warpgroup.commit_group()
-                        _gemm(pv_mma, acc_O, tOrP, tOrV[None, None, None, rel.index])
-                        warpgroup.commit_group()
-                        warpgroup.wait_group(1)  # S of page j is ready; P V of page j-1 still runs
-                        self._softmax(acc_S, tScS_mn, p_begin + j, first_masked_pos, m_block, c, ctid, scale_log2,
-                                      row_max, row_sum, alpha, sRed)
-                        warpgroup.wait_group(0)
-                        kv_pipe.consumer_release(rel)
-                        rel.advance()
-                        for r in cutlass.range_constexpr(n_rows):
-                            acc_O_mn[r, None] = acc_O_mn[r, None].load() * alpha[r]
-                        cute.arch.barrier(barrier_id=BAR_P_FREE, number_of_threads=CONSUMERS)
-                        self._publish_p(acc_S, tPsP)
-                        rd.advance()
-                warpgroup.fence()
-                _gemm(pv_mma, acc_O, tOrP, tOrV[None, None, None, rel.index])
-                warpgroup.commit_group()
-                warpgroup.wait_group(0)
-                kv_pipe.consumer_release(rel)
+                    gO = cute.local_tile(mOp[split, bi, None, None], (BLOCK_M, D_V // 2), (m_block, c))
+                tOgO = thr_pv.partition_C(gO)
+                acc_O = cute.make_rmem_tensor(thr_pv.partition_shape_C((BLOCK_M, D_V // 2)), f32)
+                acc_O.fill(0.0)
+                acc_O_mn = _mn_view(acc_O)
+                s_shape = thr_qk.partition_shape_C((BLOCK_M, HALF))
+                n_rows = cute.size(acc_O_mn.shape[0])
+                row_max = cute.make_rmem_tensor(n_rows, f32)
+                row_sum = cute.make_rmem_tensor(n_rows, f32)
+                alpha = cute.make_rmem_tensor(n_rows, f32)
+                row_max.fill(-cutlass.Float32.inf)
+                row_sum.fill(0.0)
+                first_masked_pos = t - self.s + 1  # row with draft index i masks pos >= t - s + 1 + i
 
-            # ---------------- epilogue: full row sums from both halves ---------------------
-            for r in cutlass.range_constexpr(n_rows):
-                sRed[c, ctid, r] = _quad_reduce(row_sum[r], lambda x, y: x + y)
-            cute.arch.barrier(barrier_id=BAR_MAX, number_of_threads=CONSUMERS)
-            for r in cutlass.range_constexpr(n_rows):
-                total = sRed[0, ctid, r] + sRed[1, ctid, r]
-                empty = total == 0.0
-                inv = 0.0 if empty else cute.arch.rcp_approx(total)
-                acc_O_mn[r, None] = acc_O_mn[r, None].load() * inv
-                if c == 0 and ctid % 4 == 0:
-                    row = m_block * BLOCK_M + tScS_mn[r, 0][0]
-                    lse = -cutlass.Float32.inf
-                    if not empty:
-                        lse = (row_max[r] * scale_log2 + cute.math.log2(total, fastmath=True)) * LN_2
-                    if cutlass.const_expr(self.direct):
-                        if row < self.rows:
-                            mLp[bi, row % self.h, row // self.h] = lse
+                q_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, 1)
+                q_pipe.consumer_wait(q_state)
+                rd = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
+                rel = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
+
+                if n_iter > 0:
+                    # page 0: S, softmax, P -> smem (O is still zero: no P V yet)
+                    kv_pipe.consumer_wait(rd)
+                    acc_S = cute.make_rmem_tensor(s_shape, f32)
+                    acc_S.fill(0.0)
+                    warpgroup.fence()
+                    _gemm(qk_mma, acc_S, tSrQ[None, None, None, 0], tSrK[None, None, None, rd.index])
+                    warpgroup.commit_group()
+                    warpgroup.wait_group(0)
+                    self._softmax(acc_S, tScS_mn, p_begin, first_masked_pos, m_block, c, ctid, scale_log2,
+                                  row_max, row_sum, alpha, sRed)
+                    self._publish_p(acc_S, tPsP)
+                    rd.advance()
+                    if cutlass.const_expr(self.pv_first):
+                        # v5_cute order: page j's P V, then page j+1's S.  P V completes first, so page
+                        # j's stage goes back to the producer while S runs (it can load page j+2 during
+                        # S + softmax); the softmax is not overlapped with tensor work any more.
+                        for j in cutlass.range(1, n_iter, unroll=1):
+                            acc_S = cute.make_rmem_tensor(s_shape, f32)
+                            acc_S.fill(0.0)
+                            warpgroup.fence()
+                            _gemm(pv_mma, acc_O, tOrP, tOrV[None, None, None, rel.index])
+                            warpgroup.commit_group()
+                            kv_pipe.consumer_wait(rd)
+                            _gemm(qk_mma, acc_S, tSrQ[None, None, None, 0], tSrK[None, None, None, rd.index])
+                            warpgroup.commit_group()
+                            warpgroup.wait_group(1)  # P V of page j-1 done: its stage is free
+                            kv_pipe.consumer_release(rel)
+                            rel.advance()
+                            warpgroup.wait_group(0)
+                            # the max exchange inside is also the "both WGs finished reading P" barrier
+                            self._softmax(acc_S, tScS_mn, p_begin + j, first_masked_pos, m_block, c, ctid, scale_log2,
+                                          row_max, row_sum, alpha, sRed)
+                            for r in cutlass.range_constexpr(n_rows):
+                                if cutlass.const_expr(self.lazy_rescale):
+                                    # exact: alpha == 1 (the row max did not move) leaves O unchanged
+                                    if alpha[r] != 1.0:
+                                        acc_O_mn[r, None] = acc_O_mn[r, None].load() * alpha[r]
+                                else:
+                                    acc_O_mn[r, None] = acc_O_mn[r, None].load() * alpha[r]
+                            self._publish_p(acc_S, tPsP)
+                            rd.advance()
                     else:
-                        mLp[split, bi, row] = lse
-            if cutlass.const_expr(self.direct):
-                rO = cute.make_fragment_like(acc_O, bf16)
-                rO.store(acc_O.load().to(bf16))
-                rO_mn = _mn_view(rO)
-                tOgO_mn = _mn_view(tOgO)
+                        # v4_cute order: page j's S, then page j-1's P V; the softmax of page j overlaps
+                        # that P V, but page j-1's stage is released only after it (late for 2 stages)
+                        for j in cutlass.range(1, n_iter, unroll=1):
+                            kv_pipe.consumer_wait(rd)
+                            acc_S = cute.make_rmem_tensor(s_shape, f32)
+                            acc_S.fill(0.0)
+                            warpgroup.fence()
+                            _gemm(qk_mma, acc_S, tSrQ[None, None, None, 0], tSrK[None, None, None, rd.index])
+                            warpgroup.commit_group()
+                            _gemm(pv_mma, acc_O, tOrP, tOrV[None, None, None, rel.index])
+                            warpgroup.commit_group()
+                            warpgroup.wait_group(1)  # S of page j is ready; P V of page j-1 still runs
+                            self._softmax(acc_S, tScS_mn, p_begin + j, first_masked_pos, m_block, c, ctid, scale_log2,
+                                          row_max, row_sum, alpha, sRed)
+                            warpgroup.wait_group(0)
+                            kv_pipe.consumer_release(rel)
+                            rel.advance()
+                            for r in cutlass.range_constexpr(n_rows):
+                                acc_O_mn[r, None] = acc_O_mn[r, None].load() * alpha[r]
+                            cute.arch.barrier(barrier_id=BAR_P_FREE, number_of_threads=CONSUMERS)
+                            self._publish_p(acc_S, tPsP)
+                            rd.advance()
+                    warpgroup.fence()
+                    _gemm(pv_mma, acc_O, tOrP, tOrV[None, None, None, rel.index])
+                    warpgroup.commit_group()
+                    warpgroup.wait_group(0)
+                    kv_pipe.consumer_release(rel)
+
+                # ---------------- epilogue: full row sums from both halves ---------------------
                 for r in cutlass.range_constexpr(n_rows):
-                    if m_block * BLOCK_M + tScS_mn[r, 0][0] < self.rows:
-                        cute.autovec_copy(rO_mn[r, None], tOgO_mn[r, None])
-            elif cutlass.const_expr(self.partial_bf16):
-                rO = cute.make_fragment_like(acc_O, bf16)
-                rO.store(acc_O.load().to(bf16))
-                cute.autovec_copy(rO, tOgO)
-            else:
-                cute.autovec_copy(acc_O, tOgO)
+                    sRed[c, ctid, r] = _quad_reduce(row_sum[r], lambda x, y: x + y)
+                cute.arch.barrier(barrier_id=BAR_MAX, number_of_threads=CONSUMERS)
+                total = cute.make_rmem_tensor(n_rows, f32)
+                for r in cutlass.range_constexpr(n_rows):
+                    total[r] = sRed[0, ctid, r] + sRed[1, ctid, r]
+                self._epilogue(acc_O, tOgO, tScS_mn, row_max, total, m_block, bi, split, c, ctid, mLp, scale_log2)
+
+    @cute.jit
+    def _epilogue(self, acc_O, tOgO, tScS_mn, row_max, total, m_block, bi, split, c, ctid, mLp, scale_log2):
+        """Divide this WG's O columns by the full row sums ``total``; store O and (WG 0) the lse.
+
+        ``row_max`` is the final (unscaled) row maximum; ``tScS_mn`` gives each fragment row's
+        row inside the 64-row block.  Direct: bf16 O and lse into the outputs (padding rows
+        dropped); otherwise fp32 (or bf16) split partials and their lse.
+        """
+        bf16 = cutlass.BFloat16
+        acc_O_mn = _mn_view(acc_O)
+        n_rows = cute.size(acc_O_mn.shape[0])
+        for r in cutlass.range_constexpr(n_rows):
+            empty = total[r] == 0.0
+            inv = 0.0 if empty else cute.arch.rcp_approx(total[r])
+            acc_O_mn[r, None] = acc_O_mn[r, None].load() * inv
+            if c == 0 and ctid % 4 == 0:
+                row = m_block * BLOCK_M + tScS_mn[r, 0][0]
+                lse = -cutlass.Float32.inf
+                if not empty:
+                    lse = (row_max[r] * scale_log2 + cute.math.log2(total[r], fastmath=True)) * LN_2
+                if cutlass.const_expr(self.direct):
+                    if row < self.rows:
+                        mLp[bi, row % self.h, row // self.h] = lse
+                else:
+                    mLp[split, bi, row] = lse
+        if cutlass.const_expr(self.direct):
+            rO = cute.make_fragment_like(acc_O, bf16)
+            rO.store(acc_O.load().to(bf16))
+            rO_mn = _mn_view(rO)
+            tOgO_mn = _mn_view(tOgO)
+            for r in cutlass.range_constexpr(n_rows):
+                if m_block * BLOCK_M + tScS_mn[r, 0][0] < self.rows:
+                    cute.autovec_copy(rO_mn[r, None], tOgO_mn[r, None])
+        elif cutlass.const_expr(self.partial_bf16):
+            rO = cute.make_fragment_like(acc_O, bf16)
+            rO.store(acc_O.load().to(bf16))
+            cute.autovec_copy(rO, tOgO)
+        else:
+            cute.autovec_copy(acc_O, tOgO)
 
     @cute.jit
     def _softmax(self, acc_S, tScS_mn, p, first_masked_pos, m_block, c, ctid, scale_log2,

@@ -1,0 +1,343 @@
+"""CuTe DSL MLA split kernel for Hopper, "seesaw" schedule: one consumer warpgroup per page.
+
+Same CTA as ``_cute_sm90`` (producer warpgroup + TMA + 2-stage mbarrier pipeline, 64 query rows,
+WG ``c`` owning O columns ``[256c, 256c + 256)``), but the pages are taken in pairs (A, B) and
+each consumer warpgroup computes the *whole* 64 x 64 S of one page: WG0 ``S_A = Q K_A^T``, WG1
+``S_B = Q K_B^T`` (m64n64 wgmma, 36 k-steps).  That removes v5_cute's two costs measured on the
+H200: the m64n32 QK^T (A+B read from shared memory at 1.5x what the tensor core consumes) and
+the softmax that ran while no tensor work was queued.  Here one warpgroup's softmax runs while
+the other's GEMMs execute.
+
+The running max ``m`` is shared.  Per pair, with ``e(x) = exp2(x * scale_log2)``:
+
+* WG0: ``S_A``; ``m0 = max(m, rowmax S_A)``; ``P_A = e(S_A - m0)``; publish ``m0`` and ``P_A``
+  (barrier S0); ``O_L = O_L e(m - m0) + P_A V_AL``; wait for WG1's ``m1`` (barrier S1);
+  ``O_L = O_L e(m0 - m1) + P_B V_BL``.
+* WG1: ``S_B`` (overlaps WG0's ``S_A``); wait S0; ``O_R = O_R e(m - m0) + P_A V_AR`` (issued
+  at once, overlaps WG1's softmax); ``m1 = max(m0, rowmax S_B)``; ``P_B = e(S_B - m1)``; publish
+  ``m1`` and ``P_B`` (barrier S1); ``O_R = O_R e(m0 - m1) + P_B V_BR``.
+
+Both halves of O and both row-sum halves end every pair relative to ``m1``, so the epilogue
+adds the two row sums.  Only the maxima cross between the warpgroups (two smem slots, one per
+writer); the scales are recomputed from them, bit-identical in both warpgroups.
+
+P of a page lives in that page's RoPE block (its last 64 dims, 8 KB, same K-major 128B-swizzled
+64 x 64 layout as a P tile): those dims only feed that page's QK^T, which is complete before P is
+written, and the stage is released only after both P V of the page -- so no extra P buffer.
+An odd last page is a pair without B: WG1 runs its softmax on an all ``-inf`` S (scale 1, P 0)
+and neither warpgroup issues a P V for B.
+"""
+
+from __future__ import annotations
+
+import cutlass
+import cutlass.cute as cute
+import cutlass.pipeline as pipeline
+from cutlass.cute.nvgpu import warpgroup
+
+from kforge_kernels.mla._cute_sm90 import (
+    BLOCK_M, CONSUMERS, D_QK, D_V, LN_2, PAGE, MlaSplitSm90, _gemm, _mn_view, _quad_reduce,
+)
+
+# named barriers: P_A and m0 published / P_B and m1 published / row sums published /
+# WG c's own P written (its wgmma reads rows written by its other warps): BAR_WG + c
+BAR_S0, BAR_S1, BAR_SUM, BAR_WG = 4, 5, 6, 7
+WG = 128
+LOG2_E = 1.4426950408889634
+
+
+class MlaSplitSm90Seesaw(MlaSplitSm90):
+    """v8_cute: v5_cute's CTA with the seesaw schedule (one whole-page S per warpgroup)."""
+
+    pv_first = True
+    seesaw = True
+    qk_cols = PAGE
+
+
+    @cute.jit
+    def _seesaw_consumer(self, qk_mma, pv_mma, tidx, wg, m_block, bi, split, t, p_begin, p_end, n_iter,
+                         q_pipe, kv_pipe, sQ, sKV, sV, sRed, mOp, mLp, mOut, mLse, mSem, scale_log2):
+        f32 = cutlass.Float32
+        c = wg - 1
+        ctid = tidx % WG
+        thr_qk = qk_mma.get_slice(ctid)
+        thr_pv = pv_mma.get_slice(ctid)
+        tSrQ = qk_mma.make_fragment_A(thr_qk.partition_A(sQ))  # (MMA, 1, 36, 1)
+        tSrK = qk_mma.make_fragment_B(thr_qk.partition_B(sKV))  # (MMA, 1, 36, stages)
+        sV_c = cute.local_tile(sV, (D_V // 2, PAGE, self.stages), (c, 0, 0))
+        tOrV = pv_mma.make_fragment_B(thr_pv.partition_B(sV_c))  # (MMA, 1, 4, stages)
+        # the RoPE block of each stage, reused as that page's P (rows = query rows, cols = tokens)
+        sP = cute.local_tile(sKV, (PAGE, D_QK - D_V, self.stages), (0, D_V // (D_QK - D_V), 0))
+        tOrP = pv_mma.make_fragment_A(thr_pv.partition_A(sP))  # (MMA, 1, 4, stages)
+        tPsP = thr_qk.partition_C(sP)  # (MMA, 1, 1, stages)
+        tScS_mn = _mn_view(thr_qk.partition_C(cute.make_identity_tensor((BLOCK_M, PAGE))))
+        # slots: 0 = m0 (WG0 writes), 1 = m1 (WG1 writes), 2 + c = WG c's row sums
+        sh = cute.make_tensor(sRed.iterator, cute.make_layout((4, BLOCK_M), stride=(BLOCK_M, 1)))
+
+        if cutlass.const_expr(self.direct):
+            gO = cute.local_tile(mOp[bi, None, None], (BLOCK_M, D_V // 2), (m_block, c))
+        else:
+            gO = cute.local_tile(mOp[split, bi, None, None], (BLOCK_M, D_V // 2), (m_block, c))
+        tOgO = thr_pv.partition_C(gO)
+        acc_O = cute.make_rmem_tensor(thr_pv.partition_shape_C((BLOCK_M, D_V // 2)), f32)
+        acc_O.fill(0.0)
+        s_shape = thr_qk.partition_shape_C((BLOCK_M, PAGE))
+        n_rows = cute.size(_mn_view(acc_O).shape[0])
+        m_run = cute.make_rmem_tensor(n_rows, f32)  # the shared running max as this WG knows it
+        row_sum = cute.make_rmem_tensor(n_rows, f32)
+        scale = cute.make_rmem_tensor(n_rows, f32)
+        m_run.fill(-cutlass.Float32.inf)
+        row_sum.fill(0.0)
+        first_masked_pos = t - self.s + 1
+
+        q_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, 1)
+        q_pipe.consumer_wait(q_state)
+        # page A of a pair sits in stage 0, page B in stage 1; a pair consumes the whole ring of
+        # 2 * kv_chunks pipeline stages once, so pair k waits on phase k % 2 everywhere
+        n_pairs = (n_iter + 1) // 2
+
+        if c == 0:
+            for k in cutlass.range(n_pairs, unroll=1):
+                ph = k % 2
+                pa = p_begin + 2 * k
+                has_b = pa + 1 < p_end
+                acc_S = cute.make_rmem_tensor(s_shape, f32)
+                acc_S.fill(0.0)
+                self._qk(kv_pipe, qk_mma, acc_S, tSrQ, tSrK, 0, ph)
+                warpgroup.wait_group(0)
+                self._page_softmax(acc_S, tScS_mn, pa, first_masked_pos, m_block, scale_log2, m_run, row_sum, scale)
+                for r in cutlass.range_constexpr(n_rows):
+                    sh[0, tScS_mn[r, 0][0]] = m_run[r]
+                self._store_p(acc_S, tPsP[None, None, None, 0], c)
+                cute.arch.barrier_arrive(barrier_id=BAR_S0, number_of_threads=CONSUMERS)
+                self._rescale(acc_O, scale)
+                self._pv(kv_pipe, pv_mma, acc_O, tOrP, tOrV, 0, ph, 0)
+                cute.arch.barrier(barrier_id=BAR_S1, number_of_threads=CONSUMERS)
+                self._adopt_max(sh, 1, tScS_mn, scale_log2, m_run, row_sum, scale)
+                warpgroup.wait_group(0)  # P_A V_AL
+                self._release(kv_pipe, 0, ph)
+                self._rescale(acc_O, scale)
+                if has_b:
+                    self._pv(kv_pipe, pv_mma, acc_O, tOrP, tOrV, 1, ph, 0)
+                    # give page B's stage back at once: the next pair's page B is loaded into it
+                    # and S_B waits for that load (the other WG's GEMMs keep the tensor pipe busy)
+                    warpgroup.wait_group(0)
+                    self._release(kv_pipe, 1, ph)
+        else:
+            for k in cutlass.range(n_pairs, unroll=1):
+                ph = k % 2
+                pa = p_begin + 2 * k
+                has_b = pa + 1 < p_end
+                acc_S = cute.make_rmem_tensor(s_shape, f32)
+                if has_b:
+                    acc_S.fill(0.0)
+                    self._qk(kv_pipe, qk_mma, acc_S, tSrQ, tSrK, 1, ph)
+                else:
+                    acc_S.fill(-cutlass.Float32.inf)  # no page B: scale 1, P 0
+                warpgroup.wait_group(0)
+                cute.arch.barrier(barrier_id=BAR_S0, number_of_threads=CONSUMERS)
+                self._adopt_max(sh, 0, tScS_mn, scale_log2, m_run, row_sum, scale)
+                self._rescale(acc_O, scale)
+                self._pv(kv_pipe, pv_mma, acc_O, tOrP, tOrV, 0, ph, 1)
+                # WG1's softmax of page B runs while P_A V_AR executes
+                self._page_softmax(acc_S, tScS_mn, pa + 1, first_masked_pos, m_block, scale_log2, m_run, row_sum,
+                                   scale)
+                for r in cutlass.range_constexpr(n_rows):
+                    sh[1, tScS_mn[r, 0][0]] = m_run[r]
+                if has_b:
+                    self._store_p(acc_S, tPsP[None, None, None, 1], c)
+                cute.arch.barrier_arrive(barrier_id=BAR_S1, number_of_threads=CONSUMERS)
+                warpgroup.wait_group(0)  # P_A V_AR
+                self._release(kv_pipe, 0, ph)
+                self._rescale(acc_O, scale)
+                if has_b:
+                    self._pv(kv_pipe, pv_mma, acc_O, tOrP, tOrV, 1, ph, 1)
+                    warpgroup.wait_group(0)
+                    self._release(kv_pipe, 1, ph)
+
+        # ---------------- epilogue: the two row-sum halves, then MlaSplitSm90's store ----------
+        for r in cutlass.range_constexpr(n_rows):
+            sh[2 + c, tScS_mn[r, 0][0]] = _quad_reduce(row_sum[r], lambda x, y: x + y)
+        cute.arch.barrier(barrier_id=BAR_SUM, number_of_threads=CONSUMERS)
+        total = cute.make_rmem_tensor(n_rows, f32)
+        for r in cutlass.range_constexpr(n_rows):
+            total[r] = sh[2, tScS_mn[r, 0][0]] + sh[3, tScS_mn[r, 0][0]]
+        self._epilogue(acc_O, tOgO, tScS_mn, m_run, total, m_block, bi, split, c, ctid, mLp, scale_log2)
+        if cutlass.const_expr(self.fused_combine and not self.direct):
+            self._merge_splits(thr_pv, acc_O, tScS_mn, m_run, total, m_block, bi, split, c, ctid, sh,
+                               mOp, mLp, mOut, mLse, mSem, scale_log2)
+
+    @cute.jit
+    def _merge_splits(self, thr_pv, acc_O, tScS_mn, m_run, total, m_block, bi, split, c, ctid, sh,
+                      mOp, mLp, mOut, mLse, mSem, scale_log2):
+        """The combine, fused: the last CTA of (sequence, row block) to finish merges every split.
+
+        Each CTA has stored its normalised partial and lse (``_epilogue``); it makes them visible
+        GPU-wide, then counts itself in on the block's counter.  The CTA that arrives last keeps
+        its own O in registers, reads the other splits' partials and writes the bf16 output and
+        the lse: ``out = sum_z e^(lse_z - lse) O_z``, ``lse = log sum_z e^lse_z`` (a split that saw
+        no key has lse -inf and weighs 0).
+        """
+        f32 = cutlass.Float32
+        splits = mLp.shape[0]
+        n_rows = cute.size(m_run)
+        cute.arch.fence_acq_rel_gpu()
+        cute.arch.barrier(barrier_id=BAR_SUM, number_of_threads=CONSUMERS)
+        if c == 0 and ctid == 0:
+            old = cute.arch.atomic_add(mSem.iterator + (bi * self.m_blocks + m_block), cutlass.Int32(1),
+                                       sem="acq_rel", scope="gpu")
+            sh[2, 0] = f32(old)
+        cute.arch.barrier(barrier_id=BAR_SUM, number_of_threads=CONSUMERS)
+        if sh[2, 0] == f32(splits - 1):
+            cute.arch.fence_acq_rel_gpu()
+            acc_O_mn = _mn_view(acc_O)
+            top = cute.make_rmem_tensor(n_rows, f32)
+            lse_own = cute.make_rmem_tensor(n_rows, f32)
+            denom = cute.make_rmem_tensor(n_rows, f32)
+            for r in cutlass.range_constexpr(n_rows):
+                row = m_block * BLOCK_M + tScS_mn[r, 0][0]
+                lse_own[r] = -cutlass.Float32.inf
+                if total[r] != 0.0:
+                    lse_own[r] = (m_run[r] * scale_log2 + cute.math.log2(total[r], fastmath=True)) * LN_2
+                top[r] = lse_own[r]
+                for z in cutlass.range(splits, unroll=1):
+                    top[r] = cute.arch.fmax(top[r], mLp[z, bi, row])
+                if top[r] == -cutlass.Float32.inf:
+                    top[r] = 0.0
+                denom[r] = 0.0
+                for z in cutlass.range(splits, unroll=1):
+                    denom[r] = denom[r] + cute.math.exp2((mLp[z, bi, row] - top[r]) * LOG2_E, fastmath=True)
+                inv = 0.0 if denom[r] == 0.0 else cute.arch.rcp_approx(denom[r])
+                # own weight; mLp[split] holds lse_own too, so the sums above already include it
+                acc_O_mn[r, None] = acc_O_mn[r, None].load() * (
+                    cute.math.exp2((lse_own[r] - top[r]) * LOG2_E, fastmath=True) * inv
+                )
+                denom[r] = inv
+            for z in cutlass.range(splits, unroll=1):
+                if z != split:
+                    tOgZ = thr_pv.partition_C(cute.local_tile(mOp[z, bi, None, None], (BLOCK_M, D_V // 2), (m_block, c)))
+                    part = cute.make_fragment_like(acc_O, f32)
+                    cute.autovec_copy(tOgZ, part)
+                    part_mn = _mn_view(part)
+                    for r in cutlass.range_constexpr(n_rows):
+                        row = m_block * BLOCK_M + tScS_mn[r, 0][0]
+                        w = cute.math.exp2((mLp[z, bi, row] - top[r]) * LOG2_E, fastmath=True) * denom[r]
+                        acc_O_mn[r, None] = acc_O_mn[r, None].load() + part_mn[r, None].load() * w
+            rO = cute.make_fragment_like(acc_O, cutlass.BFloat16)
+            rO.store(acc_O.load().to(cutlass.BFloat16))
+            rO_mn = _mn_view(rO)
+            tOgOut_mn = _mn_view(thr_pv.partition_C(cute.local_tile(mOut[bi, None, None], (BLOCK_M, D_V // 2),
+                                                                    (m_block, c))))
+            for r in cutlass.range_constexpr(n_rows):
+                row = m_block * BLOCK_M + tScS_mn[r, 0][0]
+                if row < self.rows:
+                    cute.autovec_copy(rO_mn[r, None], tOgOut_mn[r, None])
+                    if c == 0 and ctid % 4 == 0:
+                        # denom[r] now holds 1 / sum: lse = top - log(1 / sum)
+                        lse = -cutlass.Float32.inf
+                        if denom[r] != 0.0:
+                            lse = top[r] - cute.math.log2(denom[r], fastmath=True) * LN_2
+                        mLse[bi, row % self.h, row // self.h] = lse
+
+    def _chunk(self, stage: int, j: int, ph):
+        """Pipeline state of KV chunk j of a page in ``stage`` (0 = A, 1 = B), phase ``ph``."""
+        return pipeline.PipelineState(
+            self.stages * self.kv_chunks, cutlass.Int32(0), cutlass.Int32(stage * self.kv_chunks + j), ph
+        )
+
+    @cute.jit
+    def _qk(self, kv_pipe, qk_mma, acc_S, tSrQ, tSrK, stage: cutlass.Constexpr, ph):
+        """Issue S = Q K^T of the page in ``stage``, each chunk's k-steps right after that chunk landed."""
+        per_chunk = cute.size(tSrK, mode=[2]) // self.kv_chunks
+        warpgroup.fence()
+        for j in cutlass.range_constexpr(self.kv_chunks):
+            kv_pipe.consumer_wait(self._chunk(stage, j, ph))
+            for kk in cutlass.range_constexpr(j * per_chunk, (j + 1) * per_chunk):
+                cute.gemm(qk_mma, acc_S, tSrQ[None, None, kk, 0], tSrK[None, None, kk, stage], acc_S)
+        warpgroup.commit_group()
+
+    @cute.jit
+    def _pv(self, kv_pipe, pv_mma, acc_O, tOrP, tOrV, stage: cutlass.Constexpr, ph, half: cutlass.Constexpr):
+        """Issue O += P V of the page in ``stage`` for the O columns of WG ``half`` (waits its V chunks)."""
+        width = D_QK // self.kv_chunks
+        lo = half * (D_V // 2) // width
+        hi = -(-(half + 1) * (D_V // 2) // width)
+        for j in cutlass.range_constexpr(lo, hi):
+            kv_pipe.consumer_wait(self._chunk(stage, j, ph))
+        warpgroup.fence()
+        _gemm(pv_mma, acc_O, tOrP[None, None, None, stage], tOrV[None, None, None, stage])
+        warpgroup.commit_group()
+
+    @cute.jit
+    def _release(self, kv_pipe, stage: cutlass.Constexpr, ph):
+        """This WG is done with the page in ``stage``: release all its chunks."""
+        for j in cutlass.range_constexpr(self.kv_chunks):
+            kv_pipe.consumer_release(self._chunk(stage, j, ph))
+
+    @cute.jit
+    def _page_softmax(self, acc_S, tScS_mn, p, first_masked_pos, m_block, scale_log2, m_run, row_sum, scale):
+        """Mask page p, raise ``m_run`` by its row maxima, turn S into P; ``scale`` = old-max factor."""
+        acc_S_mn = _mn_view(acc_S)
+        n_rows = cute.size(acc_S_mn.shape[0])
+        need_mask = p * PAGE + PAGE > first_masked_pos
+        for r in cutlass.range_constexpr(n_rows):
+            if need_mask:
+                row = m_block * BLOCK_M + tScS_mn[r, 0][0]
+                limit = first_masked_pos + row // self.h - p * PAGE  # first masked column in the page
+                for k in cutlass.range_constexpr(cute.size(acc_S_mn.shape[1])):
+                    if tScS_mn[0, k][1] >= limit:
+                        acc_S_mn[r, k] = -cutlass.Float32.inf
+            cur = _quad_reduce(
+                acc_S_mn[r, None].load().reduce(cute.ReductionOp.MAX, -cutlass.Float32.inf, 0), cute.arch.fmax
+            )
+            new_max = cute.arch.fmax(m_run[r], cur)
+            # a row may see no key yet (causal window, empty split): keep exp2 finite
+            safe_max = 0.0 if new_max == -cutlass.Float32.inf else new_max
+            probs = cute.math.exp2(acc_S_mn[r, None].load() * scale_log2 - safe_max * scale_log2, fastmath=True)
+            scale[r] = cute.math.exp2(m_run[r] * scale_log2 - safe_max * scale_log2, fastmath=True)
+            row_sum[r] = row_sum[r] * scale[r] + probs.reduce(cute.ReductionOp.ADD, cutlass.Float32.zero, 0)
+            m_run[r] = new_max
+            acc_S_mn[r, None] = probs
+
+    @cute.jit
+    def _adopt_max(self, sh, slot, tScS_mn, scale_log2, m_run, row_sum, scale):
+        """Take the other WG's published max (never below ``m_run``); ``scale`` = old-max factor."""
+        for r in cutlass.range_constexpr(cute.size(m_run)):
+            new_max = sh[slot, tScS_mn[r, 0][0]]
+            safe_max = 0.0 if new_max == -cutlass.Float32.inf else new_max
+            scale[r] = cute.math.exp2(m_run[r] * scale_log2 - safe_max * scale_log2, fastmath=True)
+            row_sum[r] = row_sum[r] * scale[r]
+            m_run[r] = new_max
+
+    @cute.jit
+    def _rescale(self, acc_O, scale):
+        acc_O_mn = _mn_view(acc_O)
+        for r in cutlass.range_constexpr(cute.size(scale)):
+            acc_O_mn[r, None] = acc_O_mn[r, None].load() * scale[r]
+
+    @cute.jit
+    def _store_p(self, acc_S, tPsP, c):
+        """Write this WG's bf16 P into a page's RoPE block; visible to both WGs' wgmma (async proxy)."""
+        rP = cute.make_fragment_like(acc_S, cutlass.BFloat16)
+        rP.store(acc_S.load().to(cutlass.BFloat16))
+        cute.autovec_copy(rP, tPsP)
+        cute.arch.fence_proxy("async.shared", space="cta")
+        # this WG's own P V reads rows its other warps wrote
+        cute.arch.barrier(barrier_id=BAR_WG + c, number_of_threads=WG)
+
+
+class MlaSplitSm90SeesawChunked(MlaSplitSm90Seesaw):
+    """v9_cute: v8_cute with each page loaded as nine 64 x 64 TMA blocks, each with its own barrier.
+
+    S of a page starts when its first block lands and follows the load block by block, so the
+    load of page B -- which can start only when the previous pair has released its stage --
+    overlaps S_B itself instead of stalling it.
+    """
+
+    kv_chunks = D_QK // 64
+
+
+class MlaSplitSm90SeesawFused(MlaSplitSm90SeesawChunked):
+    """v10_cute: v9_cute whose last CTA per (sequence, row block) merges the splits (no combine launch)."""
+
+    fused_combine = True

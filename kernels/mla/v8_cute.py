@@ -1,0 +1,52 @@
+"""v8_cute: v5_cute's CTA with the "seesaw" schedule -- each consumer warpgroup computes the whole S of one page.
+
+v5_cute's H200 profile (decode main kernel 83.7 us, tensor pipe 50-52%) left two costs in each
+page: the QK^T split by tokens between the warpgroups (m64n32 wgmma, whose A and B operands
+come from shared memory at ~1.5x what the tensor core consumes) and ~0.5 us of softmax and max
+exchange during which neither warpgroup had tensor work queued.  v8_cute takes the pages in
+pairs: WG0 computes S of page A (m64n64, balanced smem traffic) while WG1 computes S of page B;
+WG0's softmax overlaps WG1's QK^T, WG1's softmax overlaps both P_A V GEMMs.  Only row maxima
+cross between the warpgroups; P of each page is written into that page's RoPE block, so the
+shared-memory plan is v5_cute's (see ``_cute_seesaw`` for the schedule and why it is exact).
+
+Prediction (before the H200 run): per page the tensor time drops from ~2750 to ~2180 cycles
+(QK^T no longer smem-bound) and most of the exposed softmax disappears; the 2-stage pipeline
+now releases page B at the very end of a pair, so its load is exposed unless it completes within
+S_A (~0.6 us).  Decode main kernel 83.7 -> 55-65 us (decode 96.4 -> 65-75 us with the combine),
+spec 1202 -> 850-950 us.  A miss on spec with a high "long scoreboard / barrier" stall share
+would point at that exposed load (next: 64-dim TMA chunks with their own barriers).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+LANGUAGE = "cute-dsl"
+PARENT = "v5_cute"
+DESCRIPTION = "seesaw schedule: each consumer warpgroup computes a whole page's S (m64n64), softmax of one WG overlaps the other's GEMMs"
+CONFIG: dict[str, Any] = {
+    # KV splits per (sequence, 64-row block); 0 = pick the fewest that fill 132 SMs
+    "num_splits": 0,
+    # Q 72 KB + 2 pages 144 KB (P lives in each page's RoPE block) of the 227 KB a CTA may use
+    "stages": 2,
+    "sm_count": 132,
+}
+
+
+def supports(params: Mapping[str, int]) -> str | None:
+    """Covers the whole contract: any h (rows are padded to 64), s >= 1, any lengths >= s."""
+    return None
+
+
+def prepare(params: Mapping[str, int], config: Mapping[str, Any] | None = None) -> None:
+    """Compile, without launching, what ``run`` needs for ``params`` (warm-up off the GPU)."""
+    from kforge_kernels.mla._cute_host import prepare_version
+
+    prepare_version("sm90_seesaw", CONFIG, params, config)
+
+
+def run(q, kv_cache, block_table, cache_seqlens, softmax_scale, *, out, lse, config=None):
+    from kforge_kernels.mla._cute_host import run_version
+
+    return run_version("v8_cute", "sm90_seesaw", CONFIG, q, kv_cache, block_table, cache_seqlens, softmax_scale, out, lse, config)
