@@ -247,14 +247,14 @@ def test_ptx_replay_evaluates_address_arithmetic() -> None:
 
 
 def test_sm90_kinds_and_partial_dtypes() -> None:
-    """v4_cute..v10_cute load; v6_cute/v7_cute write bf16 partials, only v10_cute merges splits itself."""
+    """v4_cute..v14_cute load; v6_cute/v7_cute write bf16 partials, only v10_cute merges splits itself."""
     host = _host()
-    names = ("v4_cute", "v5_cute", "v6_cute", "v7_cute", "v8_cute", "v9_cute", "v10_cute")
-    assert len({load_version("mla", n, kernels_dir=KDIR).module.__name__ for n in names}) == 7
+    names = tuple(f"v{i}_cute" for i in range(4, 15))
+    assert len({load_version("mla", n, kernels_dir=KDIR).module.__name__ for n in names}) == len(names)
     kinds = ("sm80", "sm80_dedup", "sm90", "sm90_pvfirst", "sm90_lazy", "sm90_bf16p", "sm90_seesaw",
-             "sm90_seesaw_chunked", "sm90_seesaw_fused")
-    assert [host._bf16_partials(k) for k in kinds] == [False] * 4 + [True, True] + [False] * 3
-    assert [host._fused(k) for k in kinds] == [False] * 8 + [True]
-    assert [host._sm90(k) for k in kinds] == [False] * 2 + [True] * 7
+             "sm90_seesaw_chunked", "sm90_seesaw_early", "sm90_seesaw_fused")
+    assert [host._bf16_partials(k) for k in kinds] == [False] * 4 + [True, True] + [False] * 4
+    assert [host._fused(k) for k in kinds] == [False] * 9 + [True]
+    assert [host._sm90(k) for k in kinds] == [False] * 2 + [True] * 8
     with pytest.raises(ValueError, match="sm90_seesaw_fused"):
         host._kernel_class("sm91")

@@ -20,6 +20,11 @@ LN_2 = 0.6931471805599453
 class MlaCombine:
     """Merges ``splits`` partial results for ``s*h`` folded rows of each sequence."""
 
+    #: folded rows one CTA merges, threads per CTA, programmatic dependent launch (subclasses change them)
+    rows_per_cta = 1
+    threads = 128
+    pdl = False
+
     def __init__(self, s: int, h: int, rows_pad: int):
         self.s, self.h, self.rows, self.rows_pad = s, h, s * h, rows_pad
 
@@ -41,7 +46,8 @@ class MlaCombine:
         mOut = cute.make_tensor(out_ptr, cute.make_ordered_layout((b, self.rows, D_V), order=(2, 1, 0)))
         # lse is [b, h, s]: folded row r = i*h + head lives at head*s + i
         mLse = cute.make_tensor(lse_ptr, cute.make_ordered_layout((b, self.h, self.s), order=(2, 1, 0)))
-        self.kernel(mOp, mLp, mOut, mLse).launch(grid=(self.rows, b, 1), block=(128, 1, 1), stream=stream)
+        grid = ((self.rows + self.rows_per_cta - 1) // self.rows_per_cta, b, 1)
+        self.kernel(mOp, mLp, mOut, mLse).launch(grid=grid, block=(self.threads, 1, 1), stream=stream, use_pdl=self.pdl)
 
     @cute.kernel
     def kernel(self, mOp: cute.Tensor, mLp: cute.Tensor, mOut: cute.Tensor, mLse: cute.Tensor):

@@ -11,9 +11,10 @@ and lse_z (natural log, -inf when it saw no key); folded row r = draft (r // h),
 
 from __future__ import annotations
 
-import cuda.bindings.driver as cuda
 import cutlass
 import cutlass.cute as cute
+
+from kforge_kernels.mla._cute_combine import MlaCombine
 
 D_V = 512
 LOG2_E = 1.4426950408889634
@@ -21,30 +22,10 @@ LN_2 = 0.6931471805599453
 COLS = 4  # columns per thread: 128 threads x 4 = 512
 
 
-class MlaCombineOnePass:
+class MlaCombineOnePass(MlaCombine):
     """Merges ``splits`` bf16 partial results for the ``s*h`` folded rows of each sequence."""
 
-    def __init__(self, s: int, h: int, rows_pad: int):
-        self.s, self.h, self.rows, self.rows_pad = s, h, s * h, rows_pad
-
-    @cute.jit
-    def __call__(
-        self,
-        op_ptr: cute.Pointer,
-        lp_ptr: cute.Pointer,
-        out_ptr: cute.Pointer,
-        lse_ptr: cute.Pointer,
-        b: cutlass.Int32,
-        splits: cutlass.Int32,
-        stream: cuda.CUstream,
-    ):
-        mOp = cute.make_tensor(
-            op_ptr, cute.make_ordered_layout((splits, b, self.rows_pad, D_V), order=(3, 2, 1, 0))
-        )
-        mLp = cute.make_tensor(lp_ptr, cute.make_ordered_layout((splits, b, self.rows_pad), order=(2, 1, 0)))
-        mOut = cute.make_tensor(out_ptr, cute.make_ordered_layout((b, self.rows, D_V), order=(2, 1, 0)))
-        mLse = cute.make_tensor(lse_ptr, cute.make_ordered_layout((b, self.h, self.s), order=(2, 1, 0)))
-        self.kernel(mOp, mLp, mOut, mLse).launch(grid=(self.rows, b, 1), block=(D_V // COLS, 1, 1), stream=stream)
+    # views and launch: MlaCombine's (one 128-thread CTA per folded row)
 
     @cute.kernel
     def kernel(self, mOp: cute.Tensor, mLp: cute.Tensor, mOut: cute.Tensor, mLse: cute.Tensor):

@@ -58,7 +58,20 @@ def _arch() -> str:
     return os.environ.get("CUTE_DSL_ARCH", "")
 
 
+#: the kernel kinds a version can name.  Classes are imported on first use and only from the modules
+#: they live in (the DSL is needed only to compile; the profiler detects a version's features in the
+#: kernel modules its run loaded), with plain imports: the trust checker rejects dynamic ones.
+KINDS = ("sm80", "sm80_dedup", "sm90", "sm90_pvfirst", "sm90_lazy", "sm90_bf16p", "sm90_seesaw", "sm90_seesaw_chunked",
+         "sm90_seesaw_fused", "sm90_seesaw_early", "sm90_seesaw_wcomb", "sm90_seesaw_pf", "sm90_seesaw_pf_pdl")
+
+
+def _check_kind(kind: str) -> None:
+    if kind not in KINDS:
+        raise ValueError(f"unknown CuTe MLA kernel kind {kind!r}; use one of {', '.join(repr(k) for k in KINDS)}.")
+
+
 def _kernel_class(kind: str) -> Any:
+    _check_kind(kind)
     if kind == "sm80":
         from kforge_kernels.mla._cute_sm80 import MlaSplitSm80
 
@@ -67,39 +80,35 @@ def _kernel_class(kind: str) -> Any:
         from kforge_kernels.mla._cute_sm80_dedup import MlaSplitSm80Dedup
 
         return MlaSplitSm80Dedup
-    if kind == "sm90":
-        from kforge_kernels.mla._cute_sm90 import MlaSplitSm90
+    if kind.startswith("sm90_seesaw"):
+        from kforge_kernels.mla import _cute_seesaw as ss
 
-        return MlaSplitSm90
-    if kind == "sm90_pvfirst":
-        from kforge_kernels.mla._cute_sm90 import MlaSplitSm90PvFirst
+        return {
+            "sm90_seesaw": ss.MlaSplitSm90Seesaw, "sm90_seesaw_chunked": ss.MlaSplitSm90SeesawChunked,
+            "sm90_seesaw_fused": ss.MlaSplitSm90SeesawFused, "sm90_seesaw_early": ss.MlaSplitSm90SeesawEarly,
+            "sm90_seesaw_wcomb": ss.MlaSplitSm90SeesawChunked, "sm90_seesaw_pf": ss.MlaSplitSm90SeesawPrefetch,
+            "sm90_seesaw_pf_pdl": ss.MlaSplitSm90SeesawPrefetchPdl,
+        }[kind]
+    from kforge_kernels.mla import _cute_sm90 as sm
 
-        return MlaSplitSm90PvFirst
-    if kind == "sm90_lazy":
-        from kforge_kernels.mla._cute_sm90 import MlaSplitSm90Lazy
+    return {"sm90": sm.MlaSplitSm90, "sm90_pvfirst": sm.MlaSplitSm90PvFirst, "sm90_lazy": sm.MlaSplitSm90Lazy,
+            "sm90_bf16p": sm.MlaSplitSm90Bf16Partials}[kind]
 
-        return MlaSplitSm90Lazy
-    if kind == "sm90_bf16p":
-        from kforge_kernels.mla._cute_sm90 import MlaSplitSm90Bf16Partials
 
-        return MlaSplitSm90Bf16Partials
-    if kind == "sm90_seesaw":
-        from kforge_kernels.mla._cute_seesaw import MlaSplitSm90Seesaw
+def _combine_class(kind: str) -> Any:
+    """The combine kernel merging ``kind``'s split partials (not used when fused or direct)."""
+    _check_kind(kind)
+    if _bf16_partials(kind):
+        from kforge_kernels.mla._cute_combine2 import MlaCombineOnePass
 
-        return MlaSplitSm90Seesaw
-    if kind == "sm90_seesaw_chunked":
-        from kforge_kernels.mla._cute_seesaw import MlaSplitSm90SeesawChunked
+        return MlaCombineOnePass
+    if kind in ("sm90_seesaw_wcomb", "sm90_seesaw_pf", "sm90_seesaw_pf_pdl"):
+        from kforge_kernels.mla import _cute_combine3 as c3
 
-        return MlaSplitSm90SeesawChunked
-    if kind == "sm90_seesaw_fused":
-        from kforge_kernels.mla._cute_seesaw import MlaSplitSm90SeesawFused
+        return c3.MlaCombineWarpRowsPdl if kind == "sm90_seesaw_pf_pdl" else c3.MlaCombineWarpRows
+    from kforge_kernels.mla._cute_combine import MlaCombine
 
-        return MlaSplitSm90SeesawFused
-    raise ValueError(
-        f"unknown CuTe MLA kernel kind {kind!r}; use 'sm80', 'sm80_dedup', 'sm90', 'sm90_pvfirst', 'sm90_lazy', "
-        "'sm90_bf16p', 'sm90_seesaw', 'sm90_seesaw_chunked' "
-        "or 'sm90_seesaw_fused'."
-    )
+    return MlaCombine
 
 
 def _sm90(kind: str) -> bool:
@@ -133,9 +142,6 @@ def compiled(kind: str, s: int, h: int, stages: int, direct: bool = False) -> tu
     import cutlass.cute as cute
     from cutlass.cute.runtime import make_ptr
 
-    from kforge_kernels.mla._cute_combine import MlaCombine
-    from kforge_kernels.mla._cute_combine2 import MlaCombineOnePass
-
     bf, f32, i32 = cutlass.BFloat16, cutlass.Float32, cutlass.Int32
 
     def p(dt, align=16):  # dummy address: compilation only looks at types and alignment
@@ -152,7 +158,7 @@ def compiled(kind: str, s: int, h: int, stages: int, direct: bool = False) -> tu
     )
     f_comb = None
     if not direct and not _fused(kind):
-        comb = (MlaCombineOnePass if _bf16_partials(kind) else MlaCombine)(s, h, main.rows_pad)
+        comb = _combine_class(kind)(s, h, main.rows_pad)
         f_comb = cute.compile(comb, p(pdt), p(f32), p(bf), p(f32, 4), i32(1), i32(1), stream, options=COMPILE_OPTIONS)
     _CACHE[key] = (f_main, f_comb, main.rows_pad, main.m_blocks)
     return _CACHE[key]
@@ -247,3 +253,36 @@ def run_version(name: str, kind: str, defaults: Mapping[str, Any], q, kv_cache, 
         )
     run_split_combine(q, kv_cache, block_table, cache_seqlens, softmax_scale, out, lse, cfg, kind, allow_direct=True)
     return out, lse
+
+
+#: CONFIG of the seesaw versions (v8_cute..v14_cute); a version copies it, the orchestrator may change the copy
+SEESAW_CONFIG: dict[str, Any] = {
+    # KV splits per (sequence, 64-row block); 0 = pick the fewest that fill 132 SMs
+    "num_splits": 0,
+    # Q 72 KB + 2 pages 144 KB (P lives in each page's RoPE block) of the 227 KB a CTA may use
+    "stages": 2,
+    "sm_count": 132,
+}
+
+
+def version_functions(name: str, kind: str, defaults: Mapping[str, Any]) -> tuple[Any, Any, Any]:
+    """The ``supports`` / ``prepare`` / ``run`` of a 2-stage CuTe MLA version over kernel ``kind``.
+
+    One closure trio per version module (the trust plugin wraps each module's ``run`` on its own).
+    """
+
+    def supports(params: Mapping[str, int]) -> str | None:
+        """Covers the whole contract: any h (rows are padded to 64), s >= 1, any lengths >= s."""
+        return None
+
+    def prepare(params: Mapping[str, int], config: Mapping[str, Any] | None = None) -> None:
+        """Compile, without launching, what ``run`` needs for ``params`` (warm-up off the GPU)."""
+        prepare_version(kind, defaults, params, config)
+
+    def run(q, kv_cache, block_table, cache_seqlens, softmax_scale, *, out, lse, config=None):
+        return run_version(name, kind, defaults, q, kv_cache, block_table, cache_seqlens, softmax_scale, out, lse,
+                           config)
+
+    for fn in (supports, prepare, run):
+        fn.__qualname__ = f"{name}.{fn.__name__}"
+    return supports, prepare, run

@@ -36,7 +36,7 @@ import cutlass.pipeline as pipeline
 from cutlass.cute.nvgpu import warpgroup
 
 from kforge_kernels.mla._cute_sm90 import (
-    BLOCK_M, CONSUMERS, D_QK, D_V, LN_2, PAGE, MlaSplitSm90, _gemm, _mn_view, _quad_reduce,
+    BLOCK_M, CONSUMERS, D_QK, D_V, LN_2, PAGE, MlaSplitSm90, _exp_row, _gemm, _mn_view, _quad_reduce,
 )
 
 # named barriers: P_A and m0 published / P_B and m1 published / row sums published /
@@ -52,6 +52,8 @@ class MlaSplitSm90Seesaw(MlaSplitSm90):
     pv_first = True
     seesaw = True
     qk_cols = PAGE
+    #: queue each WG's next GEMM before its previous one completes (v11_cute)
+    early_issue = False
 
 
     @cute.jit
@@ -104,6 +106,12 @@ class MlaSplitSm90Seesaw(MlaSplitSm90):
                 acc_S = cute.make_rmem_tensor(s_shape, f32)
                 acc_S.fill(0.0)
                 self._qk(kv_pipe, qk_mma, acc_S, tSrQ, tSrK, 0, ph)
+                if cutlass.const_expr(self.early_issue):
+                    # S_A went into the queue behind the previous pair's P_B V_BL: release page B
+                    # when that one is done (a pair before the last always has a page B)
+                    if k > 0:
+                        warpgroup.wait_group(1)
+                        self._release(kv_pipe, 1, 1 - ph)
                 warpgroup.wait_group(0)
                 self._page_softmax(acc_S, tScS_mn, pa, first_masked_pos, m_block, scale_log2, m_run, row_sum, scale)
                 for r in cutlass.range_constexpr(n_rows):
@@ -119,10 +127,14 @@ class MlaSplitSm90Seesaw(MlaSplitSm90):
                 self._rescale(acc_O, scale)
                 if has_b:
                     self._pv(kv_pipe, pv_mma, acc_O, tOrP, tOrV, 1, ph, 0)
-                    # give page B's stage back at once: the next pair's page B is loaded into it
-                    # and S_B waits for that load (the other WG's GEMMs keep the tensor pipe busy)
-                    warpgroup.wait_group(0)
-                    self._release(kv_pipe, 1, ph)
+                    if cutlass.const_expr(not self.early_issue):
+                        # give page B's stage back at once: the next pair's page B is loaded into
+                        # it and S_B waits for that load (the other WG's GEMMs keep the pipe busy)
+                        warpgroup.wait_group(0)
+                        self._release(kv_pipe, 1, ph)
+            if cutlass.const_expr(self.early_issue):
+                # the last P_B V_BL; its page B is never released -- nothing is loaded after it
+                warpgroup.wait_group(0)
         else:
             for k in cutlass.range(n_pairs, unroll=1):
                 ph = k % 2
@@ -134,11 +146,15 @@ class MlaSplitSm90Seesaw(MlaSplitSm90):
                     self._qk(kv_pipe, qk_mma, acc_S, tSrQ, tSrK, 1, ph)
                 else:
                     acc_S.fill(-cutlass.Float32.inf)  # no page B: scale 1, P 0
-                warpgroup.wait_group(0)
+                if cutlass.const_expr(not self.early_issue):
+                    warpgroup.wait_group(0)
                 cute.arch.barrier(barrier_id=BAR_S0, number_of_threads=CONSUMERS)
                 self._adopt_max(sh, 0, tScS_mn, scale_log2, m_run, row_sum, scale)
                 self._rescale(acc_O, scale)
                 self._pv(kv_pipe, pv_mma, acc_O, tOrP, tOrV, 0, ph, 1)
+                if cutlass.const_expr(self.early_issue):
+                    # P_A V_AR was queued behind S_B (O is no operand of S_B): wait for S_B only
+                    warpgroup.wait_group(1)
                 # WG1's softmax of page B runs while P_A V_AR executes
                 self._page_softmax(acc_S, tScS_mn, pa + 1, first_masked_pos, m_block, scale_log2, m_run, row_sum,
                                    scale)
@@ -291,13 +307,8 @@ class MlaSplitSm90Seesaw(MlaSplitSm90):
                 acc_S_mn[r, None].load().reduce(cute.ReductionOp.MAX, -cutlass.Float32.inf, 0), cute.arch.fmax
             )
             new_max = cute.arch.fmax(m_run[r], cur)
-            # a row may see no key yet (causal window, empty split): keep exp2 finite
-            safe_max = 0.0 if new_max == -cutlass.Float32.inf else new_max
-            probs = cute.math.exp2(acc_S_mn[r, None].load() * scale_log2 - safe_max * scale_log2, fastmath=True)
-            scale[r] = cute.math.exp2(m_run[r] * scale_log2 - safe_max * scale_log2, fastmath=True)
-            row_sum[r] = row_sum[r] * scale[r] + probs.reduce(cute.ReductionOp.ADD, cutlass.Float32.zero, 0)
+            _exp_row(acc_S_mn, r, m_run[r], new_max, scale_log2, row_sum, scale)
             m_run[r] = new_max
-            acc_S_mn[r, None] = probs
 
     @cute.jit
     def _adopt_max(self, sh, slot, tScS_mn, scale_log2, m_run, row_sum, scale):
@@ -335,6 +346,28 @@ class MlaSplitSm90SeesawChunked(MlaSplitSm90Seesaw):
     """
 
     kv_chunks = D_QK // 64
+
+
+class MlaSplitSm90SeesawEarly(MlaSplitSm90SeesawChunked):
+    """v11_cute: v9_cute with GEMMs queued before the previous one completes.
+
+    WG0 issues S_A of the next pair right behind P_B V_BL (releasing page B once that finishes)
+    instead of waiting for P_B V_BL first; WG1 queues P_A V_AR behind S_B instead of after it.
+    """
+
+    early_issue = True
+
+
+class MlaSplitSm90SeesawPrefetch(MlaSplitSm90SeesawChunked):
+    """v13_cute: v12_cute's split kernel whose row block 0 prefetches pages into L2 three pages ahead."""
+
+    l2_prefetch_pages = 3
+
+
+class MlaSplitSm90SeesawPrefetchPdl(MlaSplitSm90SeesawPrefetch):
+    """v14_cute: v13_cute with the combine launched as a programmatic dependent of the split kernel."""
+
+    pdl_trigger = True
 
 
 class MlaSplitSm90SeesawFused(MlaSplitSm90SeesawChunked):

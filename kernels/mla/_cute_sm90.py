@@ -67,6 +67,20 @@ def _quad_reduce(val, op):
     return val
 
 
+@cute.jit
+def _exp_row(acc_S_mn, r, old_max, new_max, scale_log2, row_sum, factor):
+    """Turn row r of S into P = exp2((S - new_max) * scale); ``factor[r]`` rescales what was relative to old_max.
+
+    ``row_sum[r]`` is rescaled and gets P's row sum.  A row may see no key yet (causal window,
+    empty split): new_max = -inf is replaced by 0 so exp2 stays finite (P = 0, factor = 0).
+    """
+    safe_max = 0.0 if new_max == -cutlass.Float32.inf else new_max
+    probs = cute.math.exp2(acc_S_mn[r, None].load() * scale_log2 - safe_max * scale_log2, fastmath=True)
+    factor[r] = cute.math.exp2(old_max * scale_log2 - safe_max * scale_log2, fastmath=True)
+    row_sum[r] = row_sum[r] * factor[r] + probs.reduce(cute.ReductionOp.ADD, cutlass.Float32.zero, 0)
+    acc_S_mn[r, None] = probs
+
+
 def _gemm(tiled_mma: cute.TiledMma, acc: cute.Tensor, a: cute.Tensor, b: cute.Tensor) -> None:
     """Issue one accumulating wgmma chain over the K blocks of a and b (no fence / commit here).
 
@@ -97,6 +111,10 @@ class MlaSplitSm90:
     partial_bf16 = False
     #: the last CTA of a (sequence, row block) to finish merges all splits (v10_cute): no combine launch
     fused_combine = False
+    #: pages the producer of row block 0 prefetches into L2 ahead of its TMA loads (v13_cute)
+    l2_prefetch_pages = 0
+    #: let the dependent combine grid launch at once (programmatic dependent launch, v14_cute)
+    pdl_trigger = False
 
     def __init__(self, s: int, h: int, stages: int = 2, direct: bool = False):
         if stages != 2:
@@ -267,6 +285,10 @@ class MlaSplitSm90:
 
         cute.arch.mbarrier_init_fence()
         cute.arch.sync_threads()
+        if cutlass.const_expr(self.pdl_trigger):
+            # every CTA of this grid is resident once all have passed here, so the combine grid's
+            # CTAs (which wait for this grid's completion) cannot take an SM a split CTA needs
+            cute.arch.griddepcontrol_launch_dependents()
 
         if wg == 0:
             # ---------------- producer ----------------------------------------------------
@@ -281,8 +303,13 @@ class MlaSplitSm90:
                 kv_state = pipeline.make_pipeline_state(
                     pipeline.PipelineUserType.Producer, self.stages * self.kv_chunks
                 )
+                if cutlass.const_expr(self.l2_prefetch_pages > 0):
+                    for i in cutlass.range_constexpr(1, self.l2_prefetch_pages):
+                        self._prefetch_page(tma_kv, tKgK, mBT, bi, m_block, p_begin + i, p_end)
                 for p in cutlass.range(p_begin, p_end, unroll=1):
                     page = mBT[bi, p]
+                    if cutlass.const_expr(self.l2_prefetch_pages > 0):
+                        self._prefetch_page(tma_kv, tKgK, mBT, bi, m_block, p + self.l2_prefetch_pages, p_end)
                     for j in cutlass.range_constexpr(self.kv_chunks):
                         kv_pipe.producer_acquire(kv_state)
                         cute.copy(tma_kv, tKgK[(None, 0, j, page)], tKsK[(None, kv_state.index)],
@@ -417,6 +444,18 @@ class MlaSplitSm90:
                 self._epilogue(acc_O, tOgO, tScS_mn, row_max, total, m_block, bi, split, c, ctid, mLp, scale_log2)
 
     @cute.jit
+    def _prefetch_page(self, tma_kv, tKgK, mBT, bi, m_block, p, p_end):
+        """Row block 0's producer: bring page p (if in this split) into L2, chunk by chunk.
+
+        The other row blocks of the sequence read the same pages, so one prefetch serves them all.
+        """
+        if p < p_end:
+            if m_block == 0:
+                page = mBT[bi, p]
+                for j in cutlass.range_constexpr(self.kv_chunks):
+                    cute.prefetch(tma_kv, tKgK[(None, 0, j, page)])
+
+    @cute.jit
     def _epilogue(self, acc_O, tOgO, tScS_mn, row_max, total, m_block, bi, split, c, ctid, mLp, scale_log2):
         """Divide this WG's O columns by the full row sums ``total``; store O and (WG 0) the lse.
 
@@ -478,13 +517,8 @@ class MlaSplitSm90:
         cute.arch.barrier(barrier_id=BAR_MAX, number_of_threads=CONSUMERS)
         for r in cutlass.range_constexpr(n_rows):
             new_max = cute.arch.fmax(row_max[r], cute.arch.fmax(cur[r], sRed[1 - c, ctid, r]))
-            # a row may see no key yet (causal window, empty split): keep exp2 finite
-            safe_max = 0.0 if new_max == -cutlass.Float32.inf else new_max
-            probs = cute.math.exp2(acc_S_mn[r, None].load() * scale_log2 - safe_max * scale_log2, fastmath=True)
-            alpha[r] = cute.math.exp2(row_max[r] * scale_log2 - safe_max * scale_log2, fastmath=True)
-            row_sum[r] = row_sum[r] * alpha[r] + probs.reduce(cute.ReductionOp.ADD, cutlass.Float32.zero, 0)
+            _exp_row(acc_S_mn, r, row_max[r], new_max, scale_log2, row_sum, alpha)
             row_max[r] = new_max
-            acc_S_mn[r, None] = probs
 
     @cute.jit
     def _publish_p(self, acc_S, tPsP):

@@ -15,34 +15,10 @@ reads); spec equal to v9_cute within noise.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from kforge_kernels.mla._cute_host import SEESAW_CONFIG, version_functions
 
 LANGUAGE = "cute-dsl"
 PARENT = "v9_cute"
 DESCRIPTION = "v9_cute with the split combine fused: the last CTA per row block merges (no combine launch)"
-CONFIG: dict[str, Any] = {
-    # KV splits per (sequence, 64-row block); 0 = pick the fewest that fill 132 SMs
-    "num_splits": 0,
-    # Q 72 KB + 2 pages 144 KB (P lives in each page's RoPE block) of the 227 KB a CTA may use
-    "stages": 2,
-    "sm_count": 132,
-}
-
-
-def supports(params: Mapping[str, int]) -> str | None:
-    """Covers the whole contract: any h (rows are padded to 64), s >= 1, any lengths >= s."""
-    return None
-
-
-def prepare(params: Mapping[str, int], config: Mapping[str, Any] | None = None) -> None:
-    """Compile, without launching, what ``run`` needs for ``params`` (warm-up off the GPU)."""
-    from kforge_kernels.mla._cute_host import prepare_version
-
-    prepare_version("sm90_seesaw_fused", CONFIG, params, config)
-
-
-def run(q, kv_cache, block_table, cache_seqlens, softmax_scale, *, out, lse, config=None):
-    from kforge_kernels.mla._cute_host import run_version
-
-    return run_version("v10_cute", "sm90_seesaw_fused", CONFIG, q, kv_cache, block_table, cache_seqlens, softmax_scale, out, lse, config)
+CONFIG = dict(SEESAW_CONFIG)
+supports, prepare, run = version_functions("v10_cute", "sm90_seesaw_fused", CONFIG)
