@@ -258,3 +258,16 @@ def test_sm90_kinds_and_partial_dtypes() -> None:
     assert [host._sm90(k) for k in kinds] == [False] * 2 + [True] * 8
     with pytest.raises(ValueError, match="sm90_seesaw_fused"):
         host._kernel_class("sm91")
+
+
+def test_declared_features_name_knowledge_entries() -> None:
+    """Every FEATURES item of an MLA version is a knowledge-base entry (a typo would silently drop nothing)."""
+    names = {p.stem for p in (KDIR.parent / "docs" / "knowledge").rglob("*.md") if p.name != "README.md"}
+    declared = 0
+    for path in sorted(KDIR.glob("mla/v*.py")):
+        feats = load_version("mla", path.stem, kernels_dir=KDIR).features
+        if feats is None:
+            continue
+        declared += 1
+        assert set(feats) <= names, f"{path.name}: unknown FEATURES {sorted(set(feats) - names)}"
+    assert declared >= 11

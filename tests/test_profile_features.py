@@ -129,9 +129,16 @@ def test_the_project_cute_kernels() -> None:
         pytest.skip("kernels/mla has no CuTe sm_80/sm_90 modules in this checkout")
     assert set(detect_features({"sm90": (mla / "_cute_sm90.py").read_text()})) == ALL3
     assert detect_features({"sm80": (mla / "_cute_sm80.py").read_text()}) == {}
-    # v5_cute's own file only describes the design (docstring) and calls the host: nothing without
+    # v1_cute's own file only describes the design (docstring) and calls the host: nothing without
     # the driver's module list, rather than everything the host could dispatch to
-    assert version_features(REPO / "kernels", "mla", "v5_cute") == {}
+    assert version_features(REPO / "kernels", "mla", "v1_cute") == {}
+    # v5_cute declares FEATURES (built from the host's shared tuple, so read from the loaded module):
+    # the declaration is final, detection is not consulted
+    from pytest_kforge.registry import load_version
+
+    feats = load_version("mla", "v5_cute", kernels_dir=REPO / "kernels").features
+    declared = version_features(REPO / "kernels", "mla", "v5_cute", declared=feats)
+    assert ALL3 <= set(declared) and "release-stage-before-next-gemm" in declared
 
 
 def _driver(kernels: Path, version: str) -> subprocess.CompletedProcess[str]:

@@ -255,6 +255,15 @@ def run_version(name: str, kind: str, defaults: Mapping[str, Any], q, kv_cache, 
     return out, lse
 
 
+#: knowledge-base entries every sm90 CuTe version applies; a version's FEATURES adds its own
+SM90_FEATURES = (
+    "tma-mbarrier-pipeline", "warp-specialization-producer-consumer", "wgmma-over-mma-sync", "split-kv-combine",
+    "online-softmax-lse-combine", "o-accumulator-two-warpgroups", "latent-kv-single-load", "fold-queries-into-mma-m",
+    "exp2-folded-scale", "compile-once-dynamic-sizes",
+)
+#: ... and every seesaw version (v8_cute on)
+SEESAW_FEATURES = SM90_FEATURES + ("softmax-mma-overlap", "release-stage-before-next-gemm")
+
 #: CONFIG of the seesaw versions (v8_cute..v14_cute); a version copies it, the orchestrator may change the copy
 SEESAW_CONFIG: dict[str, Any] = {
     # KV splits per (sequence, 64-row block); 0 = pick the fewest that fill 132 SMs

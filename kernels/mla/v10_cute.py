@@ -15,10 +15,12 @@ reads); spec equal to v9_cute within noise.
 
 from __future__ import annotations
 
-from kforge_kernels.mla._cute_host import SEESAW_CONFIG, version_functions
+from kforge_kernels.mla._cute_host import SEESAW_CONFIG, SEESAW_FEATURES, version_functions
 
 LANGUAGE = "cute-dsl"
 PARENT = "v9_cute"
 DESCRIPTION = "v9_cute with the split combine fused: the last CTA per row block merges (no combine launch)"
+# knowledge-base optimisations this version applies (the profile does not recommend them again)
+FEATURES = SEESAW_FEATURES + ("per-block-tma-barriers",)
 CONFIG = dict(SEESAW_CONFIG)
 supports, prepare, run = version_functions("v10_cute", "sm90_seesaw_fused", CONFIG)

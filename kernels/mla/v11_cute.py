@@ -16,10 +16,12 @@ would mean the other warpgroup's queue already covered those gaps.
 
 from __future__ import annotations
 
-from kforge_kernels.mla._cute_host import SEESAW_CONFIG, version_functions
+from kforge_kernels.mla._cute_host import SEESAW_CONFIG, SEESAW_FEATURES, version_functions
 
 LANGUAGE = "cute-dsl"
 PARENT = "v9_cute"
 DESCRIPTION = "v9_cute with each warpgroup's next GEMM queued before the previous completes (S_A behind P_B V, P_A V behind S_B)"
+# knowledge-base optimisations this version applies (the profile does not recommend them again)
+FEATURES = SEESAW_FEATURES + ("per-block-tma-barriers",)
 CONFIG = dict(SEESAW_CONFIG)
 supports, prepare, run = version_functions("v11_cute", "sm90_seesaw_early", CONFIG)

@@ -14,10 +14,12 @@ does not either, the combine's time is launch/scheduling, not its load chain.)
 
 from __future__ import annotations
 
-from kforge_kernels.mla._cute_host import SEESAW_CONFIG, version_functions
+from kforge_kernels.mla._cute_host import SEESAW_CONFIG, SEESAW_FEATURES, version_functions
 
 LANGUAGE = "cute-dsl"
 PARENT = "v9_cute"
 DESCRIPTION = "v9_cute with a warp-per-row combine (8 rows per CTA, one-pass online merge, 16-byte loads)"
+# knowledge-base optimisations this version applies (the profile does not recommend them again)
+FEATURES = SEESAW_FEATURES + ("per-block-tma-barriers", "warp-per-row-combine",)
 CONFIG = dict(SEESAW_CONFIG)
 supports, prepare, run = version_functions("v12_cute", "sm90_seesaw_wcomb", CONFIG)

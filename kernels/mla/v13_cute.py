@@ -14,10 +14,12 @@ spec unchanged within noise (its pages are already L2 hits).
 
 from __future__ import annotations
 
-from kforge_kernels.mla._cute_host import SEESAW_CONFIG, version_functions
+from kforge_kernels.mla._cute_host import SEESAW_CONFIG, SEESAW_FEATURES, version_functions
 
 LANGUAGE = "cute-dsl"
 PARENT = "v12_cute"
 DESCRIPTION = "v12_cute with row block 0's producer prefetching KV pages into L2 three pages ahead of its TMA loads"
+# knowledge-base optimisations this version applies (the profile does not recommend them again)
+FEATURES = SEESAW_FEATURES + ("per-block-tma-barriers", "warp-per-row-combine",)
 CONFIG = dict(SEESAW_CONFIG)
 supports, prepare, run = version_functions("v13_cute", "sm90_seesaw_pf", CONFIG)

@@ -13,10 +13,12 @@ Prediction (before the H200 run): decode -1 to -3 us against v13_cute; spec equa
 
 from __future__ import annotations
 
-from kforge_kernels.mla._cute_host import SEESAW_CONFIG, version_functions
+from kforge_kernels.mla._cute_host import SEESAW_CONFIG, SEESAW_FEATURES, version_functions
 
 LANGUAGE = "cute-dsl"
 PARENT = "v13_cute"
 DESCRIPTION = "v13_cute with the combine launched as a programmatic dependent of the split kernel (PDL)"
+# knowledge-base optimisations this version applies (the profile does not recommend them again)
+FEATURES = SEESAW_FEATURES + ("per-block-tma-barriers", "warp-per-row-combine",)
 CONFIG = dict(SEESAW_CONFIG)
 supports, prepare, run = version_functions("v14_cute", "sm90_seesaw_pf_pdl", CONFIG)

@@ -24,9 +24,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from kforge_kernels.mla._cute_host import SM90_FEATURES
+
 LANGUAGE = "cute-dsl"
 PARENT = "v3_cute"
 DESCRIPTION = "CuTe DSL sm90: TMA + mbarrier pipeline, wgmma QK^T/PV, producer/consumer warpgroups, QK/PV overlap"
+# knowledge-base optimisations this version applies (the profile does not recommend them again)
+FEATURES = SM90_FEATURES + ("softmax-mma-overlap",)
 CONFIG: dict[str, Any] = {
     # KV splits per (sequence, 64-row block); 0 = pick the fewest that fill 132 SMs
     "num_splits": 0,

@@ -19,9 +19,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from kforge_kernels.mla._cute_host import SM90_FEATURES
+
 LANGUAGE = "cute-dsl"
 PARENT = "v5_cute"
 DESCRIPTION = "v5_cute + exact lazy O rescale + bf16 split partials with a one-pass combine"
+# knowledge-base optimisations this version applies (the profile does not recommend them again)
+FEATURES = SM90_FEATURES + ("release-stage-before-next-gemm",)
 CONFIG: dict[str, Any] = {
     # KV splits per (sequence, 64-row block); 0 = pick the fewest that fill 132 SMs
     "num_splits": 0,

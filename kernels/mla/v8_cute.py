@@ -19,10 +19,12 @@ would point at that exposed load (next: 64-dim TMA chunks with their own barrier
 
 from __future__ import annotations
 
-from kforge_kernels.mla._cute_host import SEESAW_CONFIG, version_functions
+from kforge_kernels.mla._cute_host import SEESAW_CONFIG, SEESAW_FEATURES, version_functions
 
 LANGUAGE = "cute-dsl"
 PARENT = "v5_cute"
 DESCRIPTION = "seesaw schedule: each consumer warpgroup computes a whole page's S (m64n64), softmax of one WG overlaps the other's GEMMs"
+# knowledge-base optimisations this version applies (the profile does not recommend them again)
+FEATURES = SEESAW_FEATURES
 CONFIG = dict(SEESAW_CONFIG)
 supports, prepare, run = version_functions("v8_cute", "sm90_seesaw", CONFIG)

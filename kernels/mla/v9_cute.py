@@ -16,10 +16,12 @@ is softmax/barrier latency.
 
 from __future__ import annotations
 
-from kforge_kernels.mla._cute_host import SEESAW_CONFIG, version_functions
+from kforge_kernels.mla._cute_host import SEESAW_CONFIG, SEESAW_FEATURES, version_functions
 
 LANGUAGE = "cute-dsl"
 PARENT = "v8_cute"
 DESCRIPTION = "v8_cute with 64x64-block TMA loads, one mbarrier each: S starts on a page's first block"
+# knowledge-base optimisations this version applies (the profile does not recommend them again)
+FEATURES = SEESAW_FEATURES + ("per-block-tma-barriers",)
 CONFIG = dict(SEESAW_CONFIG)
 supports, prepare, run = version_functions("v9_cute", "sm90_seesaw_chunked", CONFIG)

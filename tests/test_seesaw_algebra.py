@@ -1,0 +1,77 @@
+"""The seesaw schedule's algebra (kernels/mla/_cute_seesaw.py), modelled in numpy on the CPU.
+
+The GPU self-check and the harness test the kernel itself; this pins down the per-pair update the
+kernel implements -- two warpgroups, one shared running max exchanged as two slots, scales
+recomputed by each side, P_A taken relative to m0 for O_R, an odd last page and rows that see no
+key -- so a change to the schedule can be checked against exact softmax before it costs GPU time.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+NEG = -np.inf
+
+
+def _exp(x: np.ndarray, m: np.ndarray) -> np.ndarray:
+    safe = np.where(np.isneginf(m), 0.0, m)  # the kernel's "keep exp2 finite" rule
+    return np.exp2(x - safe[:, None]) if x.ndim == 2 else np.exp2(x - safe)
+
+
+def _seesaw(s_pages: list[np.ndarray], v_pages: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Run the pair loop of MlaSplitSm90Seesaw._seesaw_consumer; returns O (unnormalised), row sum, max."""
+    rows, half = s_pages[0].shape[0], v_pages[0].shape[1] // 2
+    o_l, o_r = np.zeros((rows, half)), np.zeros((rows, half))
+    sum_a, sum_b = np.zeros(rows), np.zeros(rows)
+    m_a, m_b = np.full(rows, NEG), np.full(rows, NEG)  # the shared max as each warpgroup knows it
+    for k in range(0, len(s_pages), 2):
+        s_a, v_a = s_pages[k], v_pages[k]
+        has_b = k + 1 < len(s_pages)
+        s_b = s_pages[k + 1] if has_b else np.full_like(s_a, NEG)
+        # WG0: S_A, softmax against its max, publish m0 and P_A
+        m0 = np.maximum(m_a, s_a.max(axis=1))
+        scale0 = _exp(m_a, m0)
+        p_a = _exp(s_a, m0)
+        sum_a = sum_a * scale0 + p_a.sum(axis=1)
+        o_l = o_l * scale0[:, None] + p_a @ v_a[:, :half]
+        # WG1: adopt m0, O_R += P_A V_AR (P_A relative to m0), then its own page
+        adopt0 = _exp(m_b, m0)
+        sum_b, o_r = sum_b * adopt0, o_r * adopt0[:, None] + p_a @ v_a[:, half:]
+        m1 = np.maximum(m0, s_b.max(axis=1))
+        scale1 = _exp(m0, m1)
+        p_b = _exp(s_b, m1)
+        sum_b = sum_b * scale1 + p_b.sum(axis=1)
+        o_r = o_r * scale1[:, None]
+        # WG0: adopt m1
+        sum_a, o_l = sum_a * scale1, o_l * scale1[:, None]
+        if has_b:
+            v_b = v_pages[k + 1]
+            o_l, o_r = o_l + p_b @ v_b[:, :half], o_r + p_b @ v_b[:, half:]
+        m_a = m_b = m1
+    return np.concatenate([o_l, o_r], axis=1), sum_a + sum_b, m_a
+
+
+@pytest.mark.parametrize("n_pages", [1, 2, 3, 6, 7])
+def test_seesaw_pairs_equal_softmax(n_pages: int) -> None:
+    rng = np.random.default_rng(n_pages)
+    rows, page, dv = 16, 8, 12
+    s_pages = [rng.normal(size=(rows, page)) * 4 for _ in range(n_pages)]
+    v_pages = [rng.normal(size=(page, dv)) for _ in range(n_pages)]
+    # causal-style masks: row 0 sees nothing in page 0, row 1 nothing at all, row 2 only the last key
+    s_pages[0][0] = NEG
+    for s in s_pages:
+        s[1] = NEG
+        s[2] = NEG
+    s_pages[-1][2, -1] = 1.0
+    o, total, m = _seesaw(s_pages, v_pages)
+    s_all, v_all = np.concatenate(s_pages, axis=1), np.concatenate(v_pages, axis=0)
+    seen = ~np.isneginf(s_all).all(axis=1)
+    ref_m = np.where(seen, s_all.max(axis=1), NEG)
+    p = _exp(s_all, ref_m)
+    np.testing.assert_allclose(total, p.sum(axis=1), rtol=1e-12)
+    np.testing.assert_array_equal(m, ref_m)
+    out = np.divide(o, total[:, None], out=np.zeros_like(o), where=total[:, None] > 0)
+    ref = np.divide(p @ v_all, p.sum(axis=1)[:, None], out=np.zeros_like(o), where=seen[:, None])
+    np.testing.assert_allclose(out, ref, rtol=1e-10, atol=1e-12)
+    assert not np.isnan(out).any() and (out[1] == 0).all() and total[1] == 0  # a row with no key: 0, lse -inf
