@@ -207,6 +207,16 @@ def time_launch(launch: Callable[[], Any], *, clock: CudaClock | CpuClock, round
     return TimingResult(samples, walls, residuals, overhead, clock.label, clock.flush_label, warmup, hosts)
 
 
+def median_device_us(launch: Callable[[], Any], *, device: str = "cuda", rounds: int = 30, warmup: int = 3) -> float:
+    """Median time of ``launch`` in microseconds with the harness's clock (flush + spin + events).
+
+    For engineers' scripts (self-checks, sweeps) that want the suite's numbers without the suite:
+    a bare ``start.record(); launch(); end.record()`` after a flush lets the device idle while the
+    host issues the launch, so host launch time lands inside the measurement.
+    """
+    return time_launch(launch, clock=make_clock(device), rounds=rounds, warmup=warmup).median_s * 1e6
+
+
 def side_stream_problem(res: TimingResult, *, min_gap_s: float = 50e-6) -> str | None:
     """Why the timing looks like work ran off the timed stream, or None.
 

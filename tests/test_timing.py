@@ -243,3 +243,19 @@ def test_stream_audit_notes_a_launch_longer_than_every_marker(fake_cuda: dict[st
     notes: list[str] = []
     assert stream_audit(lambda: None, notes=notes) is None
     assert len(fake_cuda["sleep"]) == 8 and notes and notes[0].startswith("stream audit partial")
+
+
+def test_median_device_us_uses_the_harness_clock_on_cpu() -> None:
+    """The scripts' helper times with the same clock as the suite (here the CPU clock)."""
+    import time
+
+    from pytest_kforge.timing import median_device_us
+
+    calls = []
+
+    def launch() -> None:
+        calls.append(1)
+        time.sleep(0.002)
+
+    us = median_device_us(launch, device="cpu", rounds=5, warmup=2)
+    assert len(calls) == 7 and 1500 < us < 50_000

@@ -7,7 +7,7 @@ Run from the repository root on the GPU machine:
 For every ``v*_cute.py`` version: the two trial configs and small fuzz shapes (ragged lengths,
 shuffled pages, s 1..16, h 16..128, forced split counts with empty splits, a forced single
 split) are checked against ``SPEC.reference`` with outputs NaN-poisoned first; trials are timed
-with CUDA events (warm-up, L2 flushed by writing a 256 MB buffer before every rep, median of 30).
+with the harness's timer (pytest_kforge.timing: CUDA events, spin kernel, L2 flush, median of 30).
 
 Compiling is the slow part (10-25 s of mostly single-threaded Python per kernel shape), so each
 version runs in its own worker process: workers compile in parallel (``prepare``, no GPU) and
@@ -23,7 +23,6 @@ import contextlib
 import fcntl
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -73,25 +72,13 @@ def _check(version, params, seqlens, cfg, seed):
 
 
 def _time(version, params, reps=30):
-    import torch
+    """Median device time (us) with the harness's clock (see ``pytest_kforge.timing.median_device_us``)."""
+    from pytest_kforge.timing import median_device_us
 
     spec = version.spec
     inputs = spec.make_inputs(params, seed=7, device="cuda")
     outs = spec.alloc_outputs(params, device="cuda")
-    flush = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.float32, device="cuda")
-    for _ in range(3):
-        version(**inputs, **outs)
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        flush.fill_(1.0)  # evict the KV cache from the 50 MB L2
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        version(**inputs, **outs)
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) * 1e3)
-    return statistics.median(times)
+    return median_device_us(lambda: version(**inputs, **outs), rounds=reps)
 
 
 def _cases():

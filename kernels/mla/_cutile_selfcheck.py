@@ -6,8 +6,8 @@ Phase 1 checks every version in its own process, all in parallel (tileiras compi
 per kernel on the CPU, so the compiles overlap; cuTile's disk cache then serves phase 2).
 Each child compares a few fuzz shapes and the two trial configs with ``SPEC.reference``
 (outputs NaN-poisoned first) and, for softmax/v1, two small shapes.  Phase 2 times the trials
-one version at a time with CUDA events: 3 warm-up calls, then >= 30 reps, each preceded by a
-256 MB buffer write that flushes the L2.  A failing version never stops the others; full
+one version at a time with the harness's clock (``pytest_kforge.timing.median_device_us``: 3
+warm-up calls, then 30 rounds, each with an L2 flush and a spin kernel before the start event).  A failing version never stops the others; full
 tracebacks go to ``$OUT/cutile_selfcheck.log`` (or ./cutile_selfcheck.log), the table to stdout,
 and the results to ``$OUT/cutile_selfcheck.json`` when OUT is set.
 """
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
 import subprocess
 import sys
 import time
@@ -112,24 +111,16 @@ def child(vname: str) -> dict:
 
 
 def time_trial(v, spec, params, inputs) -> float:
-    import torch
+    """Median device time (us) with the harness's clock (``pytest_kforge.timing.median_device_us``).
+
+    Before run 5 this recorded the start event right after an L2-flush write and then launched, so
+    the host's launch time was inside every sample.
+    """
+    from pytest_kforge.timing import median_device_us
 
     outputs = spec.alloc_outputs(params, device="cuda")
     cfg = dict(v.config)
-    flush = torch.empty(256 * 1024 * 1024, dtype=torch.uint8, device="cuda")
-    for _ in range(3):
-        v.fn(**inputs, **outputs, config=cfg)
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(REPS):
-        flush.fill_(1)
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        v.fn(**inputs, **outputs, config=cfg)
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1000.0)
-    return statistics.median(times)
+    return median_device_us(lambda: v.fn(**inputs, **outputs, config=cfg), rounds=REPS)
 
 
 def main(argv: list[str]) -> int:

@@ -7,9 +7,9 @@ they are timed before the budget runs out), then a small sweep of the most sensi
 decode split count ``NUM_SPLITS``, a runtime argument, so no recompiles; on v8 and v6), no autotune.
 Phase 1 checks every variant in its own process, all in parallel (tileiras compiles overlap and
 fill cuTile's disk cache): 2 small fuzz shapes + both trials against ``SPEC.reference``, outputs
-NaN-poisoned first.  Phase 2 times the trials of the correct variants one at a time (3 warm-ups,
-then 30 reps each preceded by a 256 MB L2-flushing write, CUDA events with no host sync before
-the start event, median).  No new variant is timed once ``--budget`` seconds have passed; the
+NaN-poisoned first.  Phase 2 times the trials of the correct variants one at a time with the
+harness's clock (``pytest_kforge.timing.median_device_us``: 3 warm-ups, 30 rounds, each with an
+L2 flush and a spin kernel before the start event, median).  No new variant is timed once ``--budget`` seconds have passed; the
 skipped ones are reported.  Writes ``$OUT/cutile_sweep.json`` and a log of tracebacks.
 """
 
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -116,22 +115,14 @@ def child(index: int) -> dict[str, Any]:
 
 
 def time_call(fn: Any, inputs: dict[str, Any], outputs: dict[str, Any], cfg: dict[str, Any]) -> float:
-    import torch
+    """Median device time (us) with the harness's clock (``pytest_kforge.timing.median_device_us``).
 
-    flush = torch.empty(256 * 1024 * 1024, dtype=torch.uint8, device="cuda")
-    for _ in range(3):
-        fn(**inputs, **outputs, config=cfg)
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(REPS):
-        flush.fill_(1)
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn(**inputs, **outputs, config=cfg)
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1000.0)
-    return statistics.median(times)
+    Before run 5 this recorded the start event right after an L2-flush write and then launched, so
+    the host's launch time was inside every sample (the run-2 sweep's figures are inflated by it).
+    """
+    from pytest_kforge.timing import median_device_us
+
+    return median_device_us(lambda: fn(**inputs, **outputs, config=cfg), rounds=REPS)
 
 
 def _print_table(rows: list[dict[str, Any]], key: str) -> None:
