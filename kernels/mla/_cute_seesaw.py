@@ -35,9 +35,8 @@ import cutlass.cute as cute
 import cutlass.pipeline as pipeline
 from cutlass.cute.nvgpu import warpgroup
 
-from kforge_kernels.mla._cute_sm90 import (
-    BLOCK_M, CONSUMERS, D_QK, D_V, LN_2, PAGE, MlaSplitSm90, _exp_row, _gemm, _mn_view, _quad_reduce,
-)
+from kforge_kernels.mla._cute_sm90 import MlaSplitSm90
+from kforge_kernels.mla._cute_sm90_parts import BLOCK_M, CONSUMERS, D_QK, D_V, LN_2, PAGE, _exp_row, _gemm, _mn_view, _quad_reduce
 
 # named barriers: P_A and m0 published / P_B and m1 published / row sums published /
 # WG c's own P written (its wgmma reads rows written by its other warps): BAR_WG + c

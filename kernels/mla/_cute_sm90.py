@@ -21,6 +21,9 @@ KV split, online softmax in exp2, partial or direct epilogue), rebuilt on what s
 
 Named barriers (256 consumer threads): 1 = row maxima published, 2 = both WGs done reading P
 (their ``P V`` completed), 3 = the new P is in shared memory.
+
+The consumer warpgroups' code is in ``_cute_sm90_halfpage`` (a mixin), the shared constants and
+trace-time helpers in ``_cute_sm90_parts``; ``_cute_seesaw`` reuses this CTA with another consumer.
 """
 
 from __future__ import annotations
@@ -36,64 +39,11 @@ from cutlass.tensor_utils import LayoutEnum
 import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass.cute.nvgpu import cpasync, warpgroup
 
-D_QK = 576
-D_V = 512
-PAGE = 64
-BLOCK_M = 64
-HALF = PAGE // 2
-LN_2 = 0.6931471805599453
-BAR_MAX, BAR_P_FREE, BAR_P_READY = 1, 2, 3
-CONSUMERS = 256
+from kforge_kernels.mla._cute_sm90_halfpage import HalfPageConsumer
+from kforge_kernels.mla._cute_sm90_parts import BLOCK_M, CONSUMERS, D_QK, D_V, HALF, LN_2, PAGE, _mn_view
 
 
-def _mn_view(acc: cute.Tensor) -> cute.Tensor:
-    """View a wgmma accumulator fragment ((2, 2, N/8), 1, 1) as (rows, cols) of this thread.
-
-    Value mode 0 = column pair, mode 1 = row +8, mode 2 = 8-column block (the sm90 C layout).
-    """
-    lay = cute.make_layout(acc.layout.shape)
-    s, d = lay.shape, lay.stride
-    mn = cute.make_layout(
-        ((s[0][1], s[1]), (s[0][0], s[0][2], s[2])),
-        stride=((d[0][1], d[1]), (d[0][0], d[0][2], d[2])),
-    )
-    return cute.make_tensor(acc.iterator, cute.composition(acc.layout, mn))
-
-
-def _quad_reduce(val, op):
-    """Reduce over the 4 lanes of a quad (they hold the same accumulator rows)."""
-    val = op(val, cute.arch.shuffle_sync_bfly(val, offset=2, mask=-1, mask_and_clamp=31))
-    val = op(val, cute.arch.shuffle_sync_bfly(val, offset=1, mask=-1, mask_and_clamp=31))
-    return val
-
-
-@cute.jit
-def _exp_row(acc_S_mn, r, old_max, new_max, scale_log2, row_sum, factor):
-    """Turn row r of S into P = exp2((S - new_max) * scale); ``factor[r]`` rescales what was relative to old_max.
-
-    ``row_sum[r]`` is rescaled and gets P's row sum.  A row may see no key yet (causal window,
-    empty split): new_max = -inf is replaced by 0 so exp2 stays finite (P = 0, factor = 0).
-    """
-    safe_max = 0.0 if new_max == -cutlass.Float32.inf else new_max
-    probs = cute.math.exp2(acc_S_mn[r, None].load() * scale_log2 - safe_max * scale_log2, fastmath=True)
-    factor[r] = cute.math.exp2(old_max * scale_log2 - safe_max * scale_log2, fastmath=True)
-    row_sum[r] = row_sum[r] * factor[r] + probs.reduce(cute.ReductionOp.ADD, cutlass.Float32.zero, 0)
-    acc_S_mn[r, None] = probs
-
-
-def _gemm(tiled_mma: cute.TiledMma, acc: cute.Tensor, a: cute.Tensor, b: cute.Tensor) -> None:
-    """Issue one accumulating wgmma chain over the K blocks of a and b (no fence / commit here).
-
-    A plain Python helper: its loop runs at trace time, so the chain is fully unrolled.  The
-    accumulate flag is set once, at the top of the kernel; S tiles are zero-filled instead of
-    toggling it (a flag set inside a loop body through a helper is a value the tracer cannot
-    thread out of that body).
-    """
-    for k in range(cute.size(a, mode=[2])):
-        cute.gemm(tiled_mma, acc, a[None, None, k], b[None, None, k], acc)
-
-
-class MlaSplitSm90:
+class MlaSplitSm90(HalfPageConsumer):
     """Partial (or, with ``direct``, final) MLA attention over one KV split, 64 rows per CTA."""
 
     #: issue page j's P V before page j+1's S (v5_cute) instead of after it (v4_cute)
@@ -323,125 +273,8 @@ class MlaSplitSm90:
                 self._seesaw_consumer(qk_mma, pv_mma, tidx, wg, m_block, bi, split, t, p_begin, p_end, n_iter,
                                       q_pipe, kv_pipe, sQ, sKV, sV, sRed, mOp, mLp, mOut, mLse, mSem, scale_log2)
             else:
-                c = wg - 1
-                ctid = tidx % 128
-                thr_qk = qk_mma.get_slice(ctid)
-                thr_pv = pv_mma.get_slice(ctid)
-
-                tSrQ = qk_mma.make_fragment_A(thr_qk.partition_A(sQ))  # (MMA, 1, 36, 1)
-                sK_c = cute.local_tile(sKV, (HALF, D_QK, self.stages), (c, 0, 0))
-                tSrK = qk_mma.make_fragment_B(thr_qk.partition_B(sK_c))  # (MMA, 1, 36, stages)
-                sV_c = cute.local_tile(sV, (D_V // 2, PAGE, self.stages), (c, 0, 0))
-                tOrV = pv_mma.make_fragment_B(thr_pv.partition_B(sV_c))  # (MMA, 1, 4, stages)
-                tOrP = pv_mma.make_fragment_A(thr_pv.partition_A(sP))  # (MMA, 1, 4)
-                sP_c = cute.local_tile(sP, (BLOCK_M, HALF), (0, c))
-                tPsP = thr_qk.partition_C(sP_c)
-                cS = cute.local_tile(cute.make_identity_tensor((BLOCK_M, PAGE)), (BLOCK_M, HALF), (0, c))
-                tScS_mn = _mn_view(thr_qk.partition_C(cS))
-
-                # output partitions are taken before the main loop: partitioning through pv_mma after
-                # it would use the accumulate flag last set inside the loop body (an escaping value)
-                if cutlass.const_expr(self.direct):
-                    gO = cute.local_tile(mOp[bi, None, None], (BLOCK_M, D_V // 2), (m_block, c))
-                else:
-                    gO = cute.local_tile(mOp[split, bi, None, None], (BLOCK_M, D_V // 2), (m_block, c))
-                tOgO = thr_pv.partition_C(gO)
-                acc_O = cute.make_rmem_tensor(thr_pv.partition_shape_C((BLOCK_M, D_V // 2)), f32)
-                acc_O.fill(0.0)
-                acc_O_mn = _mn_view(acc_O)
-                s_shape = thr_qk.partition_shape_C((BLOCK_M, HALF))
-                n_rows = cute.size(acc_O_mn.shape[0])
-                row_max = cute.make_rmem_tensor(n_rows, f32)
-                row_sum = cute.make_rmem_tensor(n_rows, f32)
-                alpha = cute.make_rmem_tensor(n_rows, f32)
-                row_max.fill(-cutlass.Float32.inf)
-                row_sum.fill(0.0)
-                first_masked_pos = t - self.s + 1  # row with draft index i masks pos >= t - s + 1 + i
-
-                q_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, 1)
-                q_pipe.consumer_wait(q_state)
-                rd = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
-                rel = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
-
-                if n_iter > 0:
-                    # page 0: S, softmax, P -> smem (O is still zero: no P V yet)
-                    kv_pipe.consumer_wait(rd)
-                    acc_S = cute.make_rmem_tensor(s_shape, f32)
-                    acc_S.fill(0.0)
-                    warpgroup.fence()
-                    _gemm(qk_mma, acc_S, tSrQ[None, None, None, 0], tSrK[None, None, None, rd.index])
-                    warpgroup.commit_group()
-                    warpgroup.wait_group(0)
-                    self._softmax(acc_S, tScS_mn, p_begin, first_masked_pos, m_block, c, ctid, scale_log2,
-                                  row_max, row_sum, alpha, sRed)
-                    self._publish_p(acc_S, tPsP)
-                    rd.advance()
-                    if cutlass.const_expr(self.pv_first):
-                        # v5_cute order: page j's P V, then page j+1's S.  P V completes first, so page
-                        # j's stage goes back to the producer while S runs (it can load page j+2 during
-                        # S + softmax); the softmax is not overlapped with tensor work any more.
-                        for j in cutlass.range(1, n_iter, unroll=1):
-                            acc_S = cute.make_rmem_tensor(s_shape, f32)
-                            acc_S.fill(0.0)
-                            warpgroup.fence()
-                            _gemm(pv_mma, acc_O, tOrP, tOrV[None, None, None, rel.index])
-                            warpgroup.commit_group()
-                            kv_pipe.consumer_wait(rd)
-                            _gemm(qk_mma, acc_S, tSrQ[None, None, None, 0], tSrK[None, None, None, rd.index])
-                            warpgroup.commit_group()
-                            warpgroup.wait_group(1)  # P V of page j-1 done: its stage is free
-                            kv_pipe.consumer_release(rel)
-                            rel.advance()
-                            warpgroup.wait_group(0)
-                            # the max exchange inside is also the "both WGs finished reading P" barrier
-                            self._softmax(acc_S, tScS_mn, p_begin + j, first_masked_pos, m_block, c, ctid, scale_log2,
-                                          row_max, row_sum, alpha, sRed)
-                            for r in cutlass.range_constexpr(n_rows):
-                                if cutlass.const_expr(self.lazy_rescale):
-                                    # exact: alpha == 1 (the row max did not move) leaves O unchanged
-                                    if alpha[r] != 1.0:
-                                        acc_O_mn[r, None] = acc_O_mn[r, None].load() * alpha[r]
-                                else:
-                                    acc_O_mn[r, None] = acc_O_mn[r, None].load() * alpha[r]
-                            self._publish_p(acc_S, tPsP)
-                            rd.advance()
-                    else:
-                        # v4_cute order: page j's S, then page j-1's P V; the softmax of page j overlaps
-                        # that P V, but page j-1's stage is released only after it (late for 2 stages)
-                        for j in cutlass.range(1, n_iter, unroll=1):
-                            kv_pipe.consumer_wait(rd)
-                            acc_S = cute.make_rmem_tensor(s_shape, f32)
-                            acc_S.fill(0.0)
-                            warpgroup.fence()
-                            _gemm(qk_mma, acc_S, tSrQ[None, None, None, 0], tSrK[None, None, None, rd.index])
-                            warpgroup.commit_group()
-                            _gemm(pv_mma, acc_O, tOrP, tOrV[None, None, None, rel.index])
-                            warpgroup.commit_group()
-                            warpgroup.wait_group(1)  # S of page j is ready; P V of page j-1 still runs
-                            self._softmax(acc_S, tScS_mn, p_begin + j, first_masked_pos, m_block, c, ctid, scale_log2,
-                                          row_max, row_sum, alpha, sRed)
-                            warpgroup.wait_group(0)
-                            kv_pipe.consumer_release(rel)
-                            rel.advance()
-                            for r in cutlass.range_constexpr(n_rows):
-                                acc_O_mn[r, None] = acc_O_mn[r, None].load() * alpha[r]
-                            cute.arch.barrier(barrier_id=BAR_P_FREE, number_of_threads=CONSUMERS)
-                            self._publish_p(acc_S, tPsP)
-                            rd.advance()
-                    warpgroup.fence()
-                    _gemm(pv_mma, acc_O, tOrP, tOrV[None, None, None, rel.index])
-                    warpgroup.commit_group()
-                    warpgroup.wait_group(0)
-                    kv_pipe.consumer_release(rel)
-
-                # ---------------- epilogue: full row sums from both halves ---------------------
-                for r in cutlass.range_constexpr(n_rows):
-                    sRed[c, ctid, r] = _quad_reduce(row_sum[r], lambda x, y: x + y)
-                cute.arch.barrier(barrier_id=BAR_MAX, number_of_threads=CONSUMERS)
-                total = cute.make_rmem_tensor(n_rows, f32)
-                for r in cutlass.range_constexpr(n_rows):
-                    total[r] = sRed[0, ctid, r] + sRed[1, ctid, r]
-                self._epilogue(acc_O, tOgO, tScS_mn, row_max, total, m_block, bi, split, c, ctid, mLp, scale_log2)
+                self._half_page_consumer(qk_mma, pv_mma, tidx, wg, m_block, bi, split, t, p_begin, n_iter,
+                                         q_pipe, kv_pipe, sQ, sKV, sV, sP, sRed, mOp, mLp, scale_log2)
 
     @cute.jit
     def _prefetch_page(self, tma_kv, tKgK, mBT, bi, m_block, p, p_end):
@@ -494,41 +327,6 @@ class MlaSplitSm90:
             cute.autovec_copy(rO, tOgO)
         else:
             cute.autovec_copy(acc_O, tOgO)
-
-    @cute.jit
-    def _softmax(self, acc_S, tScS_mn, p, first_masked_pos, m_block, c, ctid, scale_log2,
-                 row_max, row_sum, alpha, sRed):
-        """Mask page p, exchange row maxima with the other WG, turn S into P in place."""
-        acc_S_mn = _mn_view(acc_S)
-        n_rows = cute.size(acc_S_mn.shape[0])
-        need_mask = p * PAGE + PAGE > first_masked_pos
-        cur = cute.make_rmem_tensor(n_rows, cutlass.Float32)
-        for r in cutlass.range_constexpr(n_rows):
-            if need_mask:
-                row = m_block * BLOCK_M + tScS_mn[r, 0][0]
-                limit = first_masked_pos + row // self.h - p * PAGE  # first masked column in the page
-                for k in cutlass.range_constexpr(cute.size(acc_S_mn.shape[1])):
-                    if tScS_mn[0, k][1] >= limit:
-                        acc_S_mn[r, k] = -cutlass.Float32.inf
-            cur[r] = _quad_reduce(
-                acc_S_mn[r, None].load().reduce(cute.ReductionOp.MAX, -cutlass.Float32.inf, 0), cute.arch.fmax
-            )
-            sRed[c, ctid, r] = cur[r]
-        cute.arch.barrier(barrier_id=BAR_MAX, number_of_threads=CONSUMERS)
-        for r in cutlass.range_constexpr(n_rows):
-            new_max = cute.arch.fmax(row_max[r], cute.arch.fmax(cur[r], sRed[1 - c, ctid, r]))
-            _exp_row(acc_S_mn, r, row_max[r], new_max, scale_log2, row_sum, alpha)
-            row_max[r] = new_max
-
-    @cute.jit
-    def _publish_p(self, acc_S, tPsP):
-        """Store this WG's bf16 half of P, make it visible to wgmma (async proxy) and the other WG."""
-        rP = cute.make_fragment_like(acc_S, cutlass.BFloat16)
-        rP.store(acc_S.load().to(cutlass.BFloat16))
-        cute.autovec_copy(rP, tPsP)
-        cute.arch.fence_proxy("async.shared", space="cta")
-        cute.arch.barrier(barrier_id=BAR_P_READY, number_of_threads=CONSUMERS)
-
 
 class MlaSplitSm90PvFirst(MlaSplitSm90):
     """v5_cute's schedule: P V of page j before S of page j+1, so each KV stage is freed early."""

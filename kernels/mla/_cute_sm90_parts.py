@@ -1,0 +1,66 @@
+"""Constants and small trace-time helpers shared by the sm_90 CuTe DSL MLA kernels.
+
+``_cute_sm90`` (v4_cute..v7_cute, and the CTA of every later sm_90 kernel), ``_cute_sm90_halfpage``
+(the v4_cute..v7_cute consumer) and ``_cute_seesaw`` (v8_cute on) all use them.
+"""
+
+from __future__ import annotations
+
+import cutlass
+import cutlass.cute as cute
+
+D_QK = 576
+D_V = 512
+PAGE = 64
+BLOCK_M = 64
+HALF = PAGE // 2
+LN_2 = 0.6931471805599453
+BAR_MAX, BAR_P_FREE, BAR_P_READY = 1, 2, 3
+CONSUMERS = 256
+
+
+def _mn_view(acc: cute.Tensor) -> cute.Tensor:
+    """View a wgmma accumulator fragment ((2, 2, N/8), 1, 1) as (rows, cols) of this thread.
+
+    Value mode 0 = column pair, mode 1 = row +8, mode 2 = 8-column block (the sm90 C layout).
+    """
+    lay = cute.make_layout(acc.layout.shape)
+    s, d = lay.shape, lay.stride
+    mn = cute.make_layout(
+        ((s[0][1], s[1]), (s[0][0], s[0][2], s[2])),
+        stride=((d[0][1], d[1]), (d[0][0], d[0][2], d[2])),
+    )
+    return cute.make_tensor(acc.iterator, cute.composition(acc.layout, mn))
+
+
+def _quad_reduce(val, op):
+    """Reduce over the 4 lanes of a quad (they hold the same accumulator rows)."""
+    val = op(val, cute.arch.shuffle_sync_bfly(val, offset=2, mask=-1, mask_and_clamp=31))
+    val = op(val, cute.arch.shuffle_sync_bfly(val, offset=1, mask=-1, mask_and_clamp=31))
+    return val
+
+
+@cute.jit
+def _exp_row(acc_S_mn, r, old_max, new_max, scale_log2, row_sum, factor):
+    """Turn row r of S into P = exp2((S - new_max) * scale); ``factor[r]`` rescales what was relative to old_max.
+
+    ``row_sum[r]`` is rescaled and gets P's row sum.  A row may see no key yet (causal window,
+    empty split): new_max = -inf is replaced by 0 so exp2 stays finite (P = 0, factor = 0).
+    """
+    safe_max = 0.0 if new_max == -cutlass.Float32.inf else new_max
+    probs = cute.math.exp2(acc_S_mn[r, None].load() * scale_log2 - safe_max * scale_log2, fastmath=True)
+    factor[r] = cute.math.exp2(old_max * scale_log2 - safe_max * scale_log2, fastmath=True)
+    row_sum[r] = row_sum[r] * factor[r] + probs.reduce(cute.ReductionOp.ADD, cutlass.Float32.zero, 0)
+    acc_S_mn[r, None] = probs
+
+
+def _gemm(tiled_mma: cute.TiledMma, acc: cute.Tensor, a: cute.Tensor, b: cute.Tensor) -> None:
+    """Issue one accumulating wgmma chain over the K blocks of a and b (no fence / commit here).
+
+    A plain Python helper: its loop runs at trace time, so the chain is fully unrolled.  The
+    accumulate flag is set once, at the top of the kernel; S tiles are zero-filled instead of
+    toggling it (a flag set inside a loop body through a helper is a value the tracer cannot
+    thread out of that body).
+    """
+    for k in range(cute.size(a, mode=[2])):
+        cute.gemm(tiled_mma, acc, a[None, None, k], b[None, None, k], acc)
