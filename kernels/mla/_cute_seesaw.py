@@ -36,7 +36,9 @@ import cutlass.pipeline as pipeline
 from cutlass.cute.nvgpu import warpgroup
 
 from kforge_kernels.mla._cute_sm90 import MlaSplitSm90
-from kforge_kernels.mla._cute_sm90_parts import BLOCK_M, CONSUMERS, D_QK, D_V, LN_2, PAGE, _exp_row, _gemm, _mn_view, _quad_reduce
+from kforge_kernels.mla._cute_sm90_parts import (
+    BLOCK_M, CONSUMERS, D_QK, D_V, LN_2, PAGE, _exp_row, _gemm, _masked_row_max, _mn_view, _quad_reduce,
+)
 
 # named barriers: P_A and m0 published / P_B and m1 published / row sums published /
 # WG c's own P written (its wgmma reads rows written by its other warps): BAR_WG + c
@@ -75,13 +77,7 @@ class MlaSplitSm90Seesaw(MlaSplitSm90):
         # slots: 0 = m0 (WG0 writes), 1 = m1 (WG1 writes), 2 + c = WG c's row sums
         sh = cute.make_tensor(sRed.iterator, cute.make_layout((4, BLOCK_M), stride=(BLOCK_M, 1)))
 
-        if cutlass.const_expr(self.direct):
-            gO = cute.local_tile(mOp[bi, None, None], (BLOCK_M, D_V // 2), (m_block, c))
-        else:
-            gO = cute.local_tile(mOp[split, bi, None, None], (BLOCK_M, D_V // 2), (m_block, c))
-        tOgO = thr_pv.partition_C(gO)
-        acc_O = cute.make_rmem_tensor(thr_pv.partition_shape_C((BLOCK_M, D_V // 2)), f32)
-        acc_O.fill(0.0)
+        tOgO, acc_O = self._o_partition(thr_pv, mOp, bi, split, m_block, c)
         s_shape = thr_qk.partition_shape_C((BLOCK_M, PAGE))
         n_rows = cute.size(_mn_view(acc_O).shape[0])
         m_run = cute.make_rmem_tensor(n_rows, f32)  # the shared running max as this WG knows it
@@ -296,15 +292,7 @@ class MlaSplitSm90Seesaw(MlaSplitSm90):
         n_rows = cute.size(acc_S_mn.shape[0])
         need_mask = p * PAGE + PAGE > first_masked_pos
         for r in cutlass.range_constexpr(n_rows):
-            if need_mask:
-                row = m_block * BLOCK_M + tScS_mn[r, 0][0]
-                limit = first_masked_pos + row // self.h - p * PAGE  # first masked column in the page
-                for k in cutlass.range_constexpr(cute.size(acc_S_mn.shape[1])):
-                    if tScS_mn[0, k][1] >= limit:
-                        acc_S_mn[r, k] = -cutlass.Float32.inf
-            cur = _quad_reduce(
-                acc_S_mn[r, None].load().reduce(cute.ReductionOp.MAX, -cutlass.Float32.inf, 0), cute.arch.fmax
-            )
+            cur = _masked_row_max(acc_S_mn, tScS_mn, r, need_mask, p, first_masked_pos, m_block, self.h)
             new_max = cute.arch.fmax(m_run[r], cur)
             _exp_row(acc_S_mn, r, m_run[r], new_max, scale_log2, row_sum, scale)
             m_run[r] = new_max

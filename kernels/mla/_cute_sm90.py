@@ -276,6 +276,21 @@ class MlaSplitSm90(HalfPageConsumer):
                 self._half_page_consumer(qk_mma, pv_mma, tidx, wg, m_block, bi, split, t, p_begin, n_iter,
                                          q_pipe, kv_pipe, sQ, sKV, sV, sP, sRed, mOp, mLp, scale_log2)
 
+    def _o_partition(self, thr_pv, mOp, bi, split, m_block, c):
+        """This WG's (64 x 256) slice of the output (direct) or of its split's partial, as partitioned
+        for the P V wgmma, and a zeroed fp32 accumulator of that shape.
+
+        Consumers call it before their main loop: partitioning through pv_mma after it would use an
+        accumulate flag last set inside a loop body (an escaping value).
+        """
+        if self.direct:
+            gO = cute.local_tile(mOp[bi, None, None], (BLOCK_M, D_V // 2), (m_block, c))
+        else:
+            gO = cute.local_tile(mOp[split, bi, None, None], (BLOCK_M, D_V // 2), (m_block, c))
+        acc_O = cute.make_rmem_tensor(thr_pv.partition_shape_C((BLOCK_M, D_V // 2)), cutlass.Float32)
+        acc_O.fill(0.0)
+        return thr_pv.partition_C(gO), acc_O
+
     @cute.jit
     def _prefetch_page(self, tma_kv, tKgK, mBT, bi, m_block, p, p_end):
         """Row block 0's producer: bring page p (if in this split) into L2, chunk by chunk.

@@ -17,8 +17,8 @@ import cutlass.pipeline as pipeline
 from cutlass.cute.nvgpu import warpgroup
 
 from kforge_kernels.mla._cute_sm90_parts import (
-    BAR_MAX, BAR_P_FREE, BAR_P_READY, BLOCK_M, CONSUMERS, D_QK, D_V, HALF, PAGE, _exp_row, _gemm, _mn_view,
-    _quad_reduce,
+    BAR_MAX, BAR_P_FREE, BAR_P_READY, BLOCK_M, CONSUMERS, D_QK, D_V, HALF, PAGE, _exp_row, _gemm, _masked_row_max,
+    _mn_view, _quad_reduce,
 )
 
 
@@ -45,15 +45,7 @@ class HalfPageConsumer:
         cS = cute.local_tile(cute.make_identity_tensor((BLOCK_M, PAGE)), (BLOCK_M, HALF), (0, c))
         tScS_mn = _mn_view(thr_qk.partition_C(cS))
 
-        # output partitions are taken before the main loop: partitioning through pv_mma after
-        # it would use the accumulate flag last set inside the loop body (an escaping value)
-        if cutlass.const_expr(self.direct):
-            gO = cute.local_tile(mOp[bi, None, None], (BLOCK_M, D_V // 2), (m_block, c))
-        else:
-            gO = cute.local_tile(mOp[split, bi, None, None], (BLOCK_M, D_V // 2), (m_block, c))
-        tOgO = thr_pv.partition_C(gO)
-        acc_O = cute.make_rmem_tensor(thr_pv.partition_shape_C((BLOCK_M, D_V // 2)), f32)
-        acc_O.fill(0.0)
+        tOgO, acc_O = self._o_partition(thr_pv, mOp, bi, split, m_block, c)
         acc_O_mn = _mn_view(acc_O)
         s_shape = thr_qk.partition_shape_C((BLOCK_M, HALF))
         n_rows = cute.size(acc_O_mn.shape[0])
@@ -158,15 +150,7 @@ class HalfPageConsumer:
         need_mask = p * PAGE + PAGE > first_masked_pos
         cur = cute.make_rmem_tensor(n_rows, cutlass.Float32)
         for r in cutlass.range_constexpr(n_rows):
-            if need_mask:
-                row = m_block * BLOCK_M + tScS_mn[r, 0][0]
-                limit = first_masked_pos + row // self.h - p * PAGE  # first masked column in the page
-                for k in cutlass.range_constexpr(cute.size(acc_S_mn.shape[1])):
-                    if tScS_mn[0, k][1] >= limit:
-                        acc_S_mn[r, k] = -cutlass.Float32.inf
-            cur[r] = _quad_reduce(
-                acc_S_mn[r, None].load().reduce(cute.ReductionOp.MAX, -cutlass.Float32.inf, 0), cute.arch.fmax
-            )
+            cur[r] = _masked_row_max(acc_S_mn, tScS_mn, r, need_mask, p, first_masked_pos, m_block, self.h)
             sRed[c, ctid, r] = cur[r]
         cute.arch.barrier(barrier_id=BAR_MAX, number_of_threads=CONSUMERS)
         for r in cutlass.range_constexpr(n_rows):
