@@ -19,12 +19,16 @@ def _exp(x: np.ndarray, m: np.ndarray) -> np.ndarray:
     return np.exp2(x - safe[:, None]) if x.ndim == 2 else np.exp2(x - safe)
 
 
+def _start(s_pages: list[np.ndarray], v_pages: list[np.ndarray]) -> tuple:
+    """V's half width, zeroed O halves and row-sum halves (one per warpgroup)."""
+    rows, half = s_pages[0].shape[0], v_pages[0].shape[1] // 2
+    return half, np.zeros((rows, half)), np.zeros((rows, half)), np.zeros(rows), np.zeros(rows)
+
+
 def _seesaw(s_pages: list[np.ndarray], v_pages: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Run the pair loop of MlaSplitSm90Seesaw._seesaw_consumer; returns O (unnormalised), row sum, max."""
-    rows, half = s_pages[0].shape[0], v_pages[0].shape[1] // 2
-    o_l, o_r = np.zeros((rows, half)), np.zeros((rows, half))
-    sum_a, sum_b = np.zeros(rows), np.zeros(rows)
-    m_a, m_b = np.full(rows, NEG), np.full(rows, NEG)  # the shared max as each warpgroup knows it
+    half, o_l, o_r, sum_a, sum_b = _start(s_pages, v_pages)
+    m_a, m_b = np.full(len(sum_a), NEG), np.full(len(sum_a), NEG)  # the shared max as each warpgroup knows it
     for k in range(0, len(s_pages), 2):
         s_a, v_a = s_pages[k], v_pages[k]
         has_b = k + 1 < len(s_pages)
@@ -75,3 +79,54 @@ def test_seesaw_pairs_equal_softmax(n_pages: int) -> None:
     ref = np.divide(p @ v_all, p.sum(axis=1)[:, None], out=np.zeros_like(o), where=seen[:, None])
     np.testing.assert_allclose(out, ref, rtol=1e-10, atol=1e-12)
     assert not np.isnan(out).any() and (out[1] == 0).all() and total[1] == 0  # a row with no key: 0, lse -inf
+
+
+def _stagger(s_pages: list[np.ndarray], v_pages: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The pair loop of MlaSplitSm90Stagger._stagger_consumer (v15_cute..v17_cute): WG1 rescales O_R once
+    per pair, by e(m - m1), and receives P_A already multiplied by e(m0 - m1)."""
+    half, o_l, o_r, sum_a, sum_b = _start(s_pages, v_pages)
+    m_a, m_b = np.full(len(sum_a), NEG), np.full(len(sum_a), NEG)
+    for k in range(0, len(s_pages), 2):
+        s_a, v_a = s_pages[k], v_pages[k]
+        has_b = k + 1 < len(s_pages)
+        s_b = s_pages[k + 1] if has_b else np.full_like(s_a, NEG)
+        # WG0: softmax of A, O_L += P_A V_AL from registers
+        m0 = np.maximum(m_a, s_a.max(axis=1))
+        scale0 = _exp(m_a, m0)
+        p_a = _exp(s_a, m0)
+        sum_a = sum_a * scale0 + p_a.sum(axis=1)
+        o_l = o_l * scale0[:, None] + p_a @ v_a[:, :half]
+        # WG1: adopt m0 (scale), softmax of B (scale2), one rescale of O_R by their product
+        adopt = _exp(m_b, m0)
+        sum_b = sum_b * adopt
+        m1 = np.maximum(m0, s_b.max(axis=1))
+        scale2 = _exp(m0, m1)
+        p_b = _exp(s_b, m1)
+        sum_b = sum_b * scale2 + p_b.sum(axis=1)
+        o_r = o_r * (adopt * scale2)[:, None]
+        if has_b:
+            o_r = o_r + p_b @ v_pages[k + 1][:, half:]
+        # WG0 learns m1: P_A' = P_A e(m0 - m1) goes to WG1, O_L and its row sum follow
+        s1 = _exp(m0, m1)
+        o_r = o_r + (p_a * s1[:, None]) @ v_a[:, half:]
+        sum_a, o_l = sum_a * s1, o_l * s1[:, None]
+        if has_b:
+            o_l = o_l + p_b @ v_pages[k + 1][:, :half]
+        m_a = m_b = m1
+    return np.concatenate([o_l, o_r], axis=1), sum_a + sum_b, m_a
+
+
+@pytest.mark.parametrize("n_pages", [1, 2, 5, 6])
+def test_stagger_pairs_equal_seesaw(n_pages: int) -> None:
+    """The staggered schedule computes what the seesaw computes (which equals exact softmax, above)."""
+    rng = np.random.default_rng(10 + n_pages)
+    rows, page, dv = 12, 8, 10
+    s_pages = [rng.normal(size=(rows, page)) * 4 for _ in range(n_pages)]
+    v_pages = [rng.normal(size=(page, dv)) for _ in range(n_pages)]
+    s_pages[0][0] = NEG
+    for s in s_pages:
+        s[1] = NEG
+    got, want = _stagger(s_pages, v_pages), _seesaw(s_pages, v_pages)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-14)
+    assert not np.isnan(got[0]).any() and got[1][1] == 0

@@ -62,7 +62,9 @@ def _arch() -> str:
 #: they live in (the DSL is needed only to compile; the profiler detects a version's features in the
 #: kernel modules its run loaded), with plain imports: the trust checker rejects dynamic ones.
 KINDS = ("sm80", "sm80_dedup", "sm90", "sm90_pvfirst", "sm90_lazy", "sm90_bf16p", "sm90_seesaw", "sm90_seesaw_chunked",
-         "sm90_seesaw_fused", "sm90_seesaw_early", "sm90_seesaw_wcomb", "sm90_seesaw_pf", "sm90_seesaw_pf_pdl")
+         "sm90_seesaw_fused", "sm90_seesaw_early", "sm90_seesaw_wcomb", "sm90_seesaw_pf", "sm90_seesaw_pf_pdl",
+         "sm90_stagger", "sm90_stagger_evict", "sm90_stagger_ordered", "sm90_seesaw_ownp",
+         "sm90_seesaw_ownp_evict", "sm90_seesaw_qregs")
 
 
 def _check_kind(kind: str) -> None:
@@ -80,6 +82,11 @@ def _kernel_class(kind: str) -> Any:
         from kforge_kernels.mla._cute_sm80_dedup import MlaSplitSm80Dedup
 
         return MlaSplitSm80Dedup
+    if kind.startswith("sm90_stagger"):
+        from kforge_kernels.mla import _cute_stagger as sg
+
+        return {"sm90_stagger": sg.MlaSplitSm90Stagger, "sm90_stagger_evict": sg.MlaSplitSm90StaggerEvict,
+                "sm90_stagger_ordered": sg.MlaSplitSm90StaggerOrdered}[kind]
     if kind.startswith("sm90_seesaw"):
         from kforge_kernels.mla import _cute_seesaw as ss
 
@@ -87,7 +94,8 @@ def _kernel_class(kind: str) -> Any:
             "sm90_seesaw": ss.MlaSplitSm90Seesaw, "sm90_seesaw_chunked": ss.MlaSplitSm90SeesawChunked,
             "sm90_seesaw_fused": ss.MlaSplitSm90SeesawFused, "sm90_seesaw_early": ss.MlaSplitSm90SeesawEarly,
             "sm90_seesaw_wcomb": ss.MlaSplitSm90SeesawChunked, "sm90_seesaw_pf": ss.MlaSplitSm90SeesawPrefetch,
-            "sm90_seesaw_pf_pdl": ss.MlaSplitSm90SeesawPrefetchPdl,
+            "sm90_seesaw_pf_pdl": ss.MlaSplitSm90SeesawPrefetchPdl, "sm90_seesaw_ownp": ss.MlaSplitSm90SeesawOwnP,
+            "sm90_seesaw_ownp_evict": ss.MlaSplitSm90SeesawOwnPEvict, "sm90_seesaw_qregs": ss.MlaSplitSm90SeesawQRegs,
         }[kind]
     from kforge_kernels.mla import _cute_sm90 as sm
 
@@ -102,7 +110,9 @@ def _combine_class(kind: str) -> Any:
         from kforge_kernels.mla._cute_combine2 import MlaCombineOnePass
 
         return MlaCombineOnePass
-    if kind in ("sm90_seesaw_wcomb", "sm90_seesaw_pf", "sm90_seesaw_pf_pdl"):
+    if kind in ("sm90_seesaw_wcomb", "sm90_seesaw_pf", "sm90_seesaw_pf_pdl", "sm90_stagger", "sm90_stagger_evict",
+                "sm90_stagger_ordered", "sm90_seesaw_ownp", "sm90_seesaw_ownp_evict",
+                "sm90_seesaw_qregs"):
         from kforge_kernels.mla import _cute_combine3 as c3
 
         return c3.MlaCombineWarpRowsPdl if kind == "sm90_seesaw_pf_pdl" else c3.MlaCombineWarpRows
@@ -264,7 +274,11 @@ SM90_FEATURES = (
 #: ... and every seesaw version (v8_cute on)
 SEESAW_FEATURES = SM90_FEATURES + ("softmax-mma-overlap", "release-stage-before-next-gemm")
 
-#: CONFIG of the seesaw versions (v8_cute..v14_cute); a version copies it, the orchestrator may change the copy
+#: ... and every seesaw version whose own P V reads registers (v15_cute on; v16/v17/v19/v20 add tma-evict-first)
+OWNP_FEATURES = SEESAW_FEATURES + ("per-block-tma-barriers", "warp-per-row-combine", "p-operand-from-registers")
+EVICT_FEATURES = OWNP_FEATURES + ("tma-evict-first",)
+
+#: CONFIG of the seesaw versions (v8_cute..v16_cute); a version copies it, the orchestrator may change the copy
 SEESAW_CONFIG: dict[str, Any] = {
     # KV splits per (sequence, 64-row block); 0 = pick the fewest that fill 132 SMs
     "num_splits": 0,

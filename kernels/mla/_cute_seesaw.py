@@ -55,10 +55,12 @@ class MlaSplitSm90Seesaw(MlaSplitSm90):
     qk_cols = PAGE
     #: queue each WG's next GEMM before its previous one completes (v11_cute)
     early_issue = False
+    #: a warpgroup's P V of its own page reads P from registers (rs-wgmma) instead of shared memory (v18_cute)
+    own_p_rs = False
 
 
     @cute.jit
-    def _seesaw_consumer(self, qk_mma, pv_mma, tidx, wg, m_block, bi, split, t, p_begin, p_end, n_iter,
+    def _seesaw_consumer(self, qk_mma, pv_mma, rs_mmas, tidx, wg, m_block, bi, split, t, p_begin, p_end, n_iter,
                          q_pipe, kv_pipe, sQ, sKV, sV, sRed, mOp, mLp, mOut, mLse, mSem, scale_log2):
         f32 = cutlass.Float32
         c = wg - 1
@@ -66,6 +68,10 @@ class MlaSplitSm90Seesaw(MlaSplitSm90):
         thr_qk = qk_mma.get_slice(ctid)
         thr_pv = pv_mma.get_slice(ctid)
         tSrQ = qk_mma.make_fragment_A(thr_qk.partition_A(sQ))  # (MMA, 1, 36, 1)
+        pv_rs, qk_rs = rs_mmas
+        q_regs = None
+        if cutlass.const_expr(self.q_reg_blocks > 0):
+            q_regs = (qk_rs, self._q_registers(qk_rs, sQ, ctid, q_pipe))
         tSrK = qk_mma.make_fragment_B(thr_qk.partition_B(sKV))  # (MMA, 1, 36, stages)
         sV_c = cute.local_tile(sV, (D_V // 2, PAGE, self.stages), (c, 0, 0))
         tOrV = pv_mma.make_fragment_B(thr_pv.partition_B(sV_c))  # (MMA, 1, 4, stages)
@@ -76,6 +82,9 @@ class MlaSplitSm90Seesaw(MlaSplitSm90):
         tScS_mn = _mn_view(thr_qk.partition_C(cute.make_identity_tensor((BLOCK_M, PAGE))))
         # slots: 0 = m0 (WG0 writes), 1 = m1 (WG1 writes), 2 + c = WG c's row sums
         sh = cute.make_tensor(sRed.iterator, cute.make_layout((4, BLOCK_M), stride=(BLOCK_M, 1)))
+        frag_layout = None
+        if cutlass.const_expr(self.own_p_rs):
+            frag_layout = pv_rs.make_fragment_A(pv_rs.get_slice(ctid).partition_shape_A((BLOCK_M, PAGE))).layout
 
         tOgO, acc_O = self._o_partition(thr_pv, mOp, bi, split, m_block, c)
         s_shape = thr_qk.partition_shape_C((BLOCK_M, PAGE))
@@ -100,7 +109,7 @@ class MlaSplitSm90Seesaw(MlaSplitSm90):
                 has_b = pa + 1 < p_end
                 acc_S = cute.make_rmem_tensor(s_shape, f32)
                 acc_S.fill(0.0)
-                self._qk(kv_pipe, qk_mma, acc_S, tSrQ, tSrK, 0, ph)
+                self._qk(kv_pipe, qk_mma, acc_S, tSrQ, tSrK, 0, ph, q_regs)
                 if cutlass.const_expr(self.early_issue):
                     # S_A went into the queue behind the previous pair's P_B V_BL: release page B
                     # when that one is done (a pair before the last always has a page B)
@@ -111,10 +120,15 @@ class MlaSplitSm90Seesaw(MlaSplitSm90):
                 self._page_softmax(acc_S, tScS_mn, pa, first_masked_pos, m_block, scale_log2, m_run, row_sum, scale)
                 for r in cutlass.range_constexpr(n_rows):
                     sh[0, tScS_mn[r, 0][0]] = m_run[r]
+                if cutlass.const_expr(self.own_p_rs):
+                    _, rPa = self._p_operand(acc_S, frag_layout)
                 self._store_p(acc_S, tPsP[None, None, None, 0], c)
                 cute.arch.barrier_arrive(barrier_id=BAR_S0, number_of_threads=CONSUMERS)
                 self._rescale(acc_O, scale)
-                self._pv(kv_pipe, pv_mma, acc_O, tOrP, tOrV, 0, ph, 0)
+                if cutlass.const_expr(self.own_p_rs):
+                    self._pv_from(kv_pipe, pv_rs, acc_O, rPa, tOrV, 0, ph, 0)
+                else:
+                    self._pv(kv_pipe, pv_mma, acc_O, tOrP, tOrV, 0, ph, 0)
                 cute.arch.barrier(barrier_id=BAR_S1, number_of_threads=CONSUMERS)
                 self._adopt_max(sh, 1, tScS_mn, scale_log2, m_run, row_sum, scale)
                 warpgroup.wait_group(0)  # P_A V_AL
@@ -138,7 +152,7 @@ class MlaSplitSm90Seesaw(MlaSplitSm90):
                 acc_S = cute.make_rmem_tensor(s_shape, f32)
                 if has_b:
                     acc_S.fill(0.0)
-                    self._qk(kv_pipe, qk_mma, acc_S, tSrQ, tSrK, 1, ph)
+                    self._qk(kv_pipe, qk_mma, acc_S, tSrQ, tSrK, 1, ph, q_regs)
                 else:
                     acc_S.fill(-cutlass.Float32.inf)  # no page B: scale 1, P 0
                 if cutlass.const_expr(not self.early_issue):
@@ -155,6 +169,8 @@ class MlaSplitSm90Seesaw(MlaSplitSm90):
                                    scale)
                 for r in cutlass.range_constexpr(n_rows):
                     sh[1, tScS_mn[r, 0][0]] = m_run[r]
+                if cutlass.const_expr(self.own_p_rs):
+                    _, rPb = self._p_operand(acc_S, frag_layout)
                 if has_b:
                     self._store_p(acc_S, tPsP[None, None, None, 1], c)
                 cute.arch.barrier_arrive(barrier_id=BAR_S1, number_of_threads=CONSUMERS)
@@ -162,21 +178,31 @@ class MlaSplitSm90Seesaw(MlaSplitSm90):
                 self._release(kv_pipe, 0, ph)
                 self._rescale(acc_O, scale)
                 if has_b:
-                    self._pv(kv_pipe, pv_mma, acc_O, tOrP, tOrV, 1, ph, 1)
+                    if cutlass.const_expr(self.own_p_rs):
+                        self._pv_from(kv_pipe, pv_rs, acc_O, rPb, tOrV, 1, ph, 1)
+                    else:
+                        self._pv(kv_pipe, pv_mma, acc_O, tOrP, tOrV, 1, ph, 1)
                     warpgroup.wait_group(0)
                     self._release(kv_pipe, 1, ph)
 
-        # ---------------- epilogue: the two row-sum halves, then MlaSplitSm90's store ----------
-        for r in cutlass.range_constexpr(n_rows):
-            sh[2 + c, tScS_mn[r, 0][0]] = _quad_reduce(row_sum[r], lambda x, y: x + y)
-        cute.arch.barrier(barrier_id=BAR_SUM, number_of_threads=CONSUMERS)
-        total = cute.make_rmem_tensor(n_rows, f32)
-        for r in cutlass.range_constexpr(n_rows):
-            total[r] = sh[2, tScS_mn[r, 0][0]] + sh[3, tScS_mn[r, 0][0]]
-        self._epilogue(acc_O, tOgO, tScS_mn, m_run, total, m_block, bi, split, c, ctid, mLp, scale_log2)
+        total = self._pair_epilogue(acc_O, tOgO, tScS_mn, m_run, row_sum, sh, m_block, bi, split, c, ctid, mLp,
+                                    scale_log2)
         if cutlass.const_expr(self.fused_combine and not self.direct):
             self._merge_splits(thr_pv, acc_O, tScS_mn, m_run, total, m_block, bi, split, c, ctid, sh,
                                mOp, mLp, mOut, mLse, mSem, scale_log2)
+
+    @cute.jit
+    def _pair_epilogue(self, acc_O, tOgO, tScS_mn, m_run, row_sum, sh, m_block, bi, split, c, ctid, mLp, scale_log2):
+        """Add the two warpgroups' row-sum halves (smem slots 2, 3), then MlaSplitSm90's store; returns the sums."""
+        n_rows = cute.size(row_sum)
+        for r in cutlass.range_constexpr(n_rows):
+            sh[2 + c, tScS_mn[r, 0][0]] = _quad_reduce(row_sum[r], lambda x, y: x + y)
+        cute.arch.barrier(barrier_id=BAR_SUM, number_of_threads=CONSUMERS)
+        total = cute.make_rmem_tensor(n_rows, cutlass.Float32)
+        for r in cutlass.range_constexpr(n_rows):
+            total[r] = sh[2, tScS_mn[r, 0][0]] + sh[3, tScS_mn[r, 0][0]]
+        self._epilogue(acc_O, tOgO, tScS_mn, m_run, total, m_block, bi, split, c, ctid, mLp, scale_log2)
+        return total
 
     @cute.jit
     def _merge_splits(self, thr_pv, acc_O, tScS_mn, m_run, total, m_block, bi, split, c, ctid, sh,
@@ -257,14 +283,23 @@ class MlaSplitSm90Seesaw(MlaSplitSm90):
         )
 
     @cute.jit
-    def _qk(self, kv_pipe, qk_mma, acc_S, tSrQ, tSrK, stage: cutlass.Constexpr, ph):
-        """Issue S = Q K^T of the page in ``stage``, each chunk's k-steps right after that chunk landed."""
+    def _qk(self, kv_pipe, qk_mma, acc_S, tSrQ, tSrK, stage: cutlass.Constexpr, ph, q_regs=None):
+        """Issue S = Q K^T of the page in ``stage``, each chunk's k-steps right after that chunk landed.
+
+        ``q_regs`` = (rs tiled MMA, Q fragments): the first k-steps read Q from registers (v20_cute).
+        """
         per_chunk = cute.size(tSrK, mode=[2]) // self.kv_chunks
+        n_reg = 0
+        if cutlass.const_expr(q_regs is not None):
+            n_reg = cute.size(q_regs[1], mode=[2])
         warpgroup.fence()
         for j in cutlass.range_constexpr(self.kv_chunks):
             kv_pipe.consumer_wait(self._chunk(stage, j, ph))
             for kk in cutlass.range_constexpr(j * per_chunk, (j + 1) * per_chunk):
-                cute.gemm(qk_mma, acc_S, tSrQ[None, None, kk, 0], tSrK[None, None, kk, stage], acc_S)
+                if cutlass.const_expr(kk < n_reg):
+                    cute.gemm(q_regs[0], acc_S, q_regs[1][None, None, kk], tSrK[None, None, kk, stage], acc_S)
+                else:
+                    cute.gemm(qk_mma, acc_S, tSrQ[None, None, kk, 0], tSrK[None, None, kk, stage], acc_S)
         warpgroup.commit_group()
 
     @cute.jit
@@ -278,6 +313,35 @@ class MlaSplitSm90Seesaw(MlaSplitSm90):
         warpgroup.fence()
         _gemm(pv_mma, acc_O, tOrP[None, None, None, stage], tOrV[None, None, None, stage])
         warpgroup.commit_group()
+
+    @cute.jit
+    def _pv_from(self, kv_pipe, pv_rs, acc_O, rP, tOrV, stage: cutlass.Constexpr, ph, half: cutlass.Constexpr):
+        """``_pv`` with P taken from this warpgroup's registers (``rP``: the A fragments of ``_p_operand``)."""
+        width = D_QK // self.kv_chunks
+        for j in cutlass.range_constexpr(half * (D_V // 2) // width, -(-(half + 1) * (D_V // 2) // width)):
+            kv_pipe.consumer_wait(self._chunk(stage, j, ph))
+        warpgroup.fence()
+        _gemm(pv_rs, acc_O, rP, tOrV[None, None, None, stage])
+        warpgroup.commit_group()
+
+    def _q_registers(self, qk_rs, sQ, ctid, q_pipe):
+        """This thread's A fragments of Q's first ``q_reg_blocks`` 64-dim blocks, copied once from smem."""
+        q_pipe.consumer_wait(pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, 1))
+        thr = qk_rs.get_slice(ctid)
+        sQr = cute.local_tile(sQ, (BLOCK_M, 64 * self.q_reg_blocks, 1), (0, 0, 0))
+        rQ = qk_rs.make_fragment_A(thr.partition_shape_A((BLOCK_M, 64 * self.q_reg_blocks)))
+        cute.autovec_copy(thr.partition_A(sQr)[None, None, None, 0], rQ)
+        return rQ
+
+    def _p_operand(self, acc_S, frag_layout):
+        """bf16 copy of P (an m64n64 accumulator) viewed as the m64k16 A fragments of the P V rs-wgmma.
+
+        Both layouts give thread t the values (row, token) in the same order: the accumulator's
+        (pair, row+8, 8-token block b) is the A fragment's (pair, row+8, b % 2) of k-block b // 2.
+        """
+        rP = cute.make_fragment_like(acc_S, cutlass.BFloat16)
+        rP.store(acc_S.load().to(cutlass.BFloat16))
+        return rP, cute.make_tensor(rP.iterator, frag_layout)
 
     @cute.jit
     def _release(self, kv_pipe, stage: cutlass.Constexpr, ph):
@@ -320,8 +384,9 @@ class MlaSplitSm90Seesaw(MlaSplitSm90):
         rP.store(acc_S.load().to(cutlass.BFloat16))
         cute.autovec_copy(rP, tPsP)
         cute.arch.fence_proxy("async.shared", space="cta")
-        # this WG's own P V reads rows its other warps wrote
-        cute.arch.barrier(barrier_id=BAR_WG + c, number_of_threads=WG)
+        if cutlass.const_expr(not self.own_p_rs):
+            # this WG's own P V reads rows its other warps wrote
+            cute.arch.barrier(barrier_id=BAR_WG + c, number_of_threads=WG)
 
 
 class MlaSplitSm90SeesawChunked(MlaSplitSm90Seesaw):
@@ -361,3 +426,21 @@ class MlaSplitSm90SeesawFused(MlaSplitSm90SeesawChunked):
     """v10_cute: v9_cute whose last CTA per (sequence, row block) merges the splits (no combine launch)."""
 
     fused_combine = True
+
+
+class MlaSplitSm90SeesawOwnP(MlaSplitSm90SeesawChunked):
+    """v18_cute: v12_cute's split kernel with each warpgroup's own P V as an rs-wgmma (P from registers)."""
+
+    own_p_rs = True
+
+
+class MlaSplitSm90SeesawOwnPEvict(MlaSplitSm90SeesawOwnP):
+    """v19_cute: v18_cute with the L2 evict-first hint on every KV block load."""
+
+    evict_first = True
+
+
+class MlaSplitSm90SeesawQRegs(MlaSplitSm90SeesawOwnPEvict):
+    """v20_cute: v19_cute with Q's first two 64-dim blocks in registers (rs-wgmma for 8 of S's 36 k-steps)."""
+
+    q_reg_blocks = 2

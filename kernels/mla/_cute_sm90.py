@@ -40,7 +40,7 @@ import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass.cute.nvgpu import cpasync, warpgroup
 
 from kforge_kernels.mla._cute_sm90_halfpage import HalfPageConsumer
-from kforge_kernels.mla._cute_sm90_parts import BLOCK_M, CONSUMERS, D_QK, D_V, HALF, LN_2, PAGE, _mn_view
+from kforge_kernels.mla._cute_sm90_parts import BLOCK_M, CONSUMERS, D_QK, D_V, EVICT_FIRST, HALF, LN_2, PAGE, _mn_view
 
 
 class MlaSplitSm90(HalfPageConsumer):
@@ -50,6 +50,15 @@ class MlaSplitSm90(HalfPageConsumer):
     pv_first = False
     #: one consumer warpgroup per page of a pair (``_cute_seesaw``) instead of half a page each
     seesaw = False
+    #: staggered seesaw (``_cute_stagger``): own P from registers, pages loaded and released block
+    #: by block in the order the warpgroups finish with them (v15_cute)
+    stagger = False
+    #: KV block loads carry the L2 evict-first hint (v16_cute, v19_cute)
+    evict_first = False
+    #: own P V as an rs-wgmma (``_cute_seesaw``, v18_cute)
+    own_p_rs = False
+    #: leading 64-dim blocks of Q each consumer warpgroup keeps in registers for an rs-wgmma QK^T (v20_cute)
+    q_reg_blocks = 0
     #: columns of S one warpgroup computes per page (the QK^T wgmma's N)
     qk_cols = HALF
     #: TMA copies (each with its own full/empty barrier) per KV page: 1 = the whole 64 x 576
@@ -187,6 +196,17 @@ class MlaSplitSm90(HalfPageConsumer):
         pv_mma = sm90_utils.make_trivial_tiled_mma(bf16, bf16, kmaj, mnmaj, f32, (1, 1, 1), (BLOCK_M, D_V // 2))
         qk_mma.set(warpgroup.Field.ACCUMULATE, True)
         pv_mma.set(warpgroup.Field.ACCUMULATE, True)
+        pv_rs, qk_rs = None, None
+        if cutlass.const_expr(self.stagger or self.own_p_rs):
+            # O_c += P V_c with P from registers (the warpgroup's own page): no smem round trip
+            pv_rs = sm90_utils.make_trivial_tiled_mma(bf16, bf16, kmaj, mnmaj, f32, (1, 1, 1), (BLOCK_M, D_V // 2),
+                                                      a_source=warpgroup.OperandSource.RMEM)
+            pv_rs.set(warpgroup.Field.ACCUMULATE, True)
+        if cutlass.const_expr(self.q_reg_blocks > 0):
+            # S += Q K^T over the first q_reg_blocks 64-dim blocks with Q from registers
+            qk_rs = sm90_utils.make_trivial_tiled_mma(bf16, bf16, kmaj, kmaj, f32, (1, 1, 1), (BLOCK_M, self.qk_cols),
+                                                      a_source=warpgroup.OperandSource.RMEM)
+            qk_rs.set(warpgroup.Field.ACCUMULATE, True)
         tidx, _, _ = cute.arch.thread_idx()
         m_block, bi, split = cute.arch.block_idx()
         _, _, splits = cute.arch.grid_dim()
@@ -250,27 +270,38 @@ class MlaSplitSm90(HalfPageConsumer):
                 q_pipe.producer_acquire(q_state)
                 cute.copy(tma_q, tQgQ[(None, m_block, 0, bi)], tQsQ[(None, 0)],
                           tma_bar_ptr=q_pipe.producer_get_barrier(q_state))
-                kv_state = pipeline.make_pipeline_state(
-                    pipeline.PipelineUserType.Producer, self.stages * self.kv_chunks
-                )
-                if cutlass.const_expr(self.l2_prefetch_pages > 0):
-                    for i in cutlass.range_constexpr(1, self.l2_prefetch_pages):
-                        self._prefetch_page(tma_kv, tKgK, mBT, bi, m_block, p_begin + i, p_end)
-                for p in cutlass.range(p_begin, p_end, unroll=1):
-                    page = mBT[bi, p]
+                if cutlass.const_expr(self.stagger):
+                    self._produce_pairs(tma_kv, tKgK, tKsK, kv_pipe, mBT, bi, p_begin, p_end, n_iter)
+                else:
+                    kv_state = pipeline.make_pipeline_state(
+                        pipeline.PipelineUserType.Producer, self.stages * self.kv_chunks
+                    )
                     if cutlass.const_expr(self.l2_prefetch_pages > 0):
-                        self._prefetch_page(tma_kv, tKgK, mBT, bi, m_block, p + self.l2_prefetch_pages, p_end)
-                    for j in cutlass.range_constexpr(self.kv_chunks):
-                        kv_pipe.producer_acquire(kv_state)
-                        cute.copy(tma_kv, tKgK[(None, 0, j, page)], tKsK[(None, kv_state.index)],
-                                  tma_bar_ptr=kv_pipe.producer_get_barrier(kv_state))
-                        kv_state.advance()
+                        for i in cutlass.range_constexpr(1, self.l2_prefetch_pages):
+                            self._prefetch_page(tma_kv, tKgK, mBT, bi, m_block, p_begin + i, p_end)
+                    for p in cutlass.range(p_begin, p_end, unroll=1):
+                        page = mBT[bi, p]
+                        if cutlass.const_expr(self.l2_prefetch_pages > 0):
+                            self._prefetch_page(tma_kv, tKgK, mBT, bi, m_block, p + self.l2_prefetch_pages, p_end)
+                        for j in cutlass.range_constexpr(self.kv_chunks):
+                            kv_pipe.producer_acquire(kv_state)
+                            if cutlass.const_expr(self.evict_first):
+                                cute.copy(tma_kv, tKgK[(None, 0, j, page)], tKsK[(None, kv_state.index)],
+                                          tma_bar_ptr=kv_pipe.producer_get_barrier(kv_state),
+                                          cache_policy=cutlass.Int64(EVICT_FIRST))
+                            else:
+                                cute.copy(tma_kv, tKgK[(None, 0, j, page)], tKsK[(None, kv_state.index)],
+                                          tma_bar_ptr=kv_pipe.producer_get_barrier(kv_state))
+                            kv_state.advance()
         else:
             # ---------------- consumers ---------------------------------------------------
             cute.arch.setmaxregister_increase(self.regs_consumer)
-            if cutlass.const_expr(self.seesaw):
+            if cutlass.const_expr(self.stagger):
+                self._stagger_consumer(qk_mma, pv_mma, pv_rs, tidx, wg, m_block, bi, split, t, p_begin, p_end,
+                                       n_iter, q_pipe, kv_pipe, sQ, sKV, sV, sP, sRed, mOp, mLp, scale_log2)
+            elif cutlass.const_expr(self.seesaw):
                 # v8_cute: one warpgroup per page of a pair (see _cute_seesaw)
-                self._seesaw_consumer(qk_mma, pv_mma, tidx, wg, m_block, bi, split, t, p_begin, p_end, n_iter,
+                self._seesaw_consumer(qk_mma, pv_mma, (pv_rs, qk_rs), tidx, wg, m_block, bi, split, t, p_begin, p_end, n_iter,
                                       q_pipe, kv_pipe, sQ, sKV, sV, sRed, mOp, mLp, mOut, mLse, mSem, scale_log2)
             else:
                 self._half_page_consumer(qk_mma, pv_mma, tidx, wg, m_block, bi, split, t, p_begin, n_iter,

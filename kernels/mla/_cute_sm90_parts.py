@@ -17,6 +17,8 @@ HALF = PAGE // 2
 LN_2 = 0.6931471805599453
 BAR_MAX, BAR_P_FREE, BAR_P_READY = 1, 2, 3
 CONSUMERS = 256
+#: CUTLASS's CacheHintSm90::EVICT_FIRST policy word for TMA loads (L2 evicts these lines first)
+EVICT_FIRST = 0x12F0000000000000
 
 
 def _mn_view(acc: cute.Tensor) -> cute.Tensor:
