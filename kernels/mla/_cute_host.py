@@ -64,7 +64,7 @@ def _arch() -> str:
 KINDS = ("sm80", "sm80_dedup", "sm90", "sm90_pvfirst", "sm90_lazy", "sm90_bf16p", "sm90_seesaw", "sm90_seesaw_chunked",
          "sm90_seesaw_fused", "sm90_seesaw_early", "sm90_seesaw_wcomb", "sm90_seesaw_pf", "sm90_seesaw_pf_pdl",
          "sm90_stagger", "sm90_stagger_evict", "sm90_stagger_ordered", "sm90_seesaw_ownp",
-         "sm90_seesaw_ownp_evict", "sm90_seesaw_qregs")
+         "sm90_seesaw_ownp_evict", "sm90_seesaw_qregs", "sm90_seesaw_mcast")
 
 
 def _check_kind(kind: str) -> None:
@@ -90,12 +90,17 @@ def _kernel_class(kind: str) -> Any:
     if kind.startswith("sm90_seesaw"):
         from kforge_kernels.mla import _cute_seesaw as ss
 
+        if kind == "sm90_seesaw_fused":
+            from kforge_kernels.mla._cute_seesaw_fused import MlaSplitSm90SeesawFused
+
+            return MlaSplitSm90SeesawFused
         return {
             "sm90_seesaw": ss.MlaSplitSm90Seesaw, "sm90_seesaw_chunked": ss.MlaSplitSm90SeesawChunked,
-            "sm90_seesaw_fused": ss.MlaSplitSm90SeesawFused, "sm90_seesaw_early": ss.MlaSplitSm90SeesawEarly,
+            "sm90_seesaw_early": ss.MlaSplitSm90SeesawEarly,
             "sm90_seesaw_wcomb": ss.MlaSplitSm90SeesawChunked, "sm90_seesaw_pf": ss.MlaSplitSm90SeesawPrefetch,
             "sm90_seesaw_pf_pdl": ss.MlaSplitSm90SeesawPrefetchPdl, "sm90_seesaw_ownp": ss.MlaSplitSm90SeesawOwnP,
             "sm90_seesaw_ownp_evict": ss.MlaSplitSm90SeesawOwnPEvict, "sm90_seesaw_qregs": ss.MlaSplitSm90SeesawQRegs,
+            "sm90_seesaw_mcast": ss.MlaSplitSm90SeesawMulticast,
         }[kind]
     from kforge_kernels.mla import _cute_sm90 as sm
 
@@ -112,7 +117,7 @@ def _combine_class(kind: str) -> Any:
         return MlaCombineOnePass
     if kind in ("sm90_seesaw_wcomb", "sm90_seesaw_pf", "sm90_seesaw_pf_pdl", "sm90_stagger", "sm90_stagger_evict",
                 "sm90_stagger_ordered", "sm90_seesaw_ownp", "sm90_seesaw_ownp_evict",
-                "sm90_seesaw_qregs"):
+                "sm90_seesaw_qregs", "sm90_seesaw_mcast"):
         from kforge_kernels.mla import _cute_combine3 as c3
 
         return c3.MlaCombineWarpRowsPdl if kind == "sm90_seesaw_pf_pdl" else c3.MlaCombineWarpRows

@@ -22,8 +22,9 @@ KV split, online softmax in exp2, partial or direct epilogue), rebuilt on what s
 Named barriers (256 consumer threads): 1 = row maxima published, 2 = both WGs done reading P
 (their ``P V`` completed), 3 = the new P is in shared memory.
 
-The consumer warpgroups' code is in ``_cute_sm90_halfpage`` (a mixin), the shared constants and
-trace-time helpers in ``_cute_sm90_parts``; ``_cute_seesaw`` reuses this CTA with another consumer.
+The consumer warpgroups' code is in ``_cute_sm90_halfpage`` (a mixin), the output partition and
+epilogue in ``_cute_sm90_epilogue`` (a mixin), the shared constants and trace-time helpers in
+``_cute_sm90_parts``; ``_cute_seesaw`` reuses this CTA with another consumer.
 """
 
 from __future__ import annotations
@@ -39,11 +40,12 @@ from cutlass.tensor_utils import LayoutEnum
 import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass.cute.nvgpu import cpasync, warpgroup
 
+from kforge_kernels.mla._cute_sm90_epilogue import SplitEpilogue
 from kforge_kernels.mla._cute_sm90_halfpage import HalfPageConsumer
-from kforge_kernels.mla._cute_sm90_parts import BLOCK_M, CONSUMERS, D_QK, D_V, EVICT_FIRST, HALF, LN_2, PAGE, _mn_view
+from kforge_kernels.mla._cute_sm90_parts import BLOCK_M, CONSUMERS, D_QK, D_V, EVICT_FIRST, HALF, PAGE
 
 
-class MlaSplitSm90(HalfPageConsumer):
+class MlaSplitSm90(HalfPageConsumer, SplitEpilogue):
     """Partial (or, with ``direct``, final) MLA attention over one KV split, 64 rows per CTA."""
 
     #: issue page j's P V before page j+1's S (v5_cute) instead of after it (v4_cute)
@@ -55,6 +57,9 @@ class MlaSplitSm90(HalfPageConsumer):
     stagger = False
     #: KV block loads carry the L2 evict-first hint (v16_cute, v19_cute)
     evict_first = False
+    #: row-block CTAs of a (sequence, split) per cluster, each KV block loaded once and multicast to
+    #: all of them (v21_cute); an instance falls back to 1 when its row blocks do not pair up
+    cluster_rows = 1
     #: own P V as an rs-wgmma (``_cute_seesaw``, v18_cute)
     own_p_rs = False
     #: leading 64-dim blocks of Q each consumer warpgroup keeps in registers for an rs-wgmma QK^T (v20_cute)
@@ -84,6 +89,8 @@ class MlaSplitSm90(HalfPageConsumer):
         self.rows_pad = self.m_blocks * BLOCK_M
         self.threads = 384
         self.regs_producer, self.regs_consumer = 40, 232
+        # CTAs per cluster along the row blocks (TMA multicast of each KV block): only when they pair up
+        self.cluster = self.cluster_rows if self.m_blocks % self.cluster_rows == 0 else 1
 
     @cute.jit
     def __call__(
@@ -144,7 +151,13 @@ class MlaSplitSm90(HalfPageConsumer):
         sKc_layout = cute.slice_(
             sm90_utils.make_smem_layout_b(LayoutEnum.ROW_MAJOR, (BLOCK_M, PAGE, kv_cols), bf16, 1), (None, None, 0)
         )
-        tma_kv, mKVt = cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileG2SOp(), mKV, sKc_layout, (PAGE, kv_cols))
+        if cutlass.const_expr(self.cluster > 1):
+            # each CTA of the cluster loads 1/cluster of a block and multicasts it to all of them
+            tma_kv, mKVt = cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileG2SMulticastOp(), mKV, sKc_layout,
+                                                       (PAGE, kv_cols), num_multicast=self.cluster)
+        else:
+            tma_kv, mKVt = cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileG2SOp(), mKV, sKc_layout,
+                                                       (PAGE, kv_cols))
         self.q_bytes = cute.size_in_bytes(bf16, cute.slice_(sQ_layout, (None, None, 0)))
         self.kv_bytes = cute.size_in_bytes(bf16, sKc_layout)
 
@@ -159,10 +172,15 @@ class MlaSplitSm90(HalfPageConsumer):
             q_bar: cute.struct.MemRange[cutlass.Int64, 2]
             kv_bar: cute.struct.MemRange[cutlass.Int64, 2 * self.stages * self.kv_chunks]
 
-        self.kernel(
+        kern = self.kernel(
             tma_q, mQt, tma_kv, mKVt, mBT, mLens, mOp, mLp, mOut, mLse, mSem, scale_log2,
             sQ_layout, sKV_layout, sV_layout, sP_layout, red_layout, Smem,
-        ).launch(grid=(self.m_blocks, b, splits), block=(self.threads, 1, 1), stream=stream, min_blocks_per_mp=1)
+        )
+        if cutlass.const_expr(self.cluster > 1):
+            kern.launch(grid=(self.m_blocks, b, splits), block=(self.threads, 1, 1), cluster=(self.cluster, 1, 1),
+                        stream=stream, min_blocks_per_mp=1)
+        else:
+            kern.launch(grid=(self.m_blocks, b, splits), block=(self.threads, 1, 1), stream=stream, min_blocks_per_mp=1)
 
     @cute.kernel
     def kernel(
@@ -228,12 +246,23 @@ class MlaSplitSm90(HalfPageConsumer):
             consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, CONSUMERS // 32),
             tx_count=self.q_bytes, defer_sync=True,
         )
-        kv_pipe = pipeline.PipelineTmaAsync.create(
-            barrier_storage=st.kv_bar.data_ptr(), num_stages=self.stages * self.kv_chunks,
-            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
-            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, CONSUMERS // 32),
-            tx_count=self.kv_bytes, defer_sync=True,
-        )
+        if cutlass.const_expr(self.cluster > 1):
+            # a block's empty barrier counts the consumer warps of every CTA it is multicast to
+            kv_pipe = pipeline.PipelineTmaAsync.create(
+                barrier_storage=st.kv_bar.data_ptr(), num_stages=self.stages * self.kv_chunks,
+                producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
+                consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, CONSUMERS // 32 * self.cluster),
+                tx_count=self.kv_bytes, cta_layout_vmnk=cute.make_layout((1, self.cluster, 1, 1)), defer_sync=True,
+            )
+            cta_rank = cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster())
+        else:
+            kv_pipe = pipeline.PipelineTmaAsync.create(
+                barrier_storage=st.kv_bar.data_ptr(), num_stages=self.stages * self.kv_chunks,
+                producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
+                consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, CONSUMERS // 32),
+                tx_count=self.kv_bytes, defer_sync=True,
+            )
+            cta_rank = 0
         sQ = st.sQ.get_tensor(sQ_layout.outer, swizzle=sQ_layout.inner)
         sKV = st.sKV.get_tensor(sKV_layout.outer, swizzle=sKV_layout.inner)
         sV = cute.make_tensor(cute.recast_ptr(sKV.iterator, sV_layout.inner), sV_layout.outer)
@@ -250,11 +279,16 @@ class MlaSplitSm90(HalfPageConsumer):
         sKVc = cute.group_modes(cute.flat_divide(sKV, (PAGE, kv_cols)), 2, 5)  # (64, kv_cols, (1, chunks, stages))
         gKV = cute.flat_divide(mKVt, (PAGE, kv_cols))  # (64, kv_cols, 1, chunks, num_blocks)
         tKsK, tKgK = cpasync.tma_partition(
-            tma_kv, 0, cute.make_layout(1), cute.group_modes(sKVc, 0, 2), cute.group_modes(gKV, 0, 2)
+            tma_kv, cta_rank, cute.make_layout(self.cluster), cute.group_modes(sKVc, 0, 2), cute.group_modes(gKV, 0, 2)
         )
 
         cute.arch.mbarrier_init_fence()
-        cute.arch.sync_threads()
+        if cutlass.const_expr(self.cluster > 1):
+            # the other CTAs' barriers must be initialised before a multicast or a remote arrive reaches them
+            cute.arch.cluster_arrive_relaxed()
+            cute.arch.cluster_wait()
+        else:
+            cute.arch.sync_threads()
         if cutlass.const_expr(self.pdl_trigger):
             # every CTA of this grid is resident once all have passed here, so the combine grid's
             # CTAs (which wait for this grid's completion) cannot take an SM a split CTA needs
@@ -285,13 +319,8 @@ class MlaSplitSm90(HalfPageConsumer):
                             self._prefetch_page(tma_kv, tKgK, mBT, bi, m_block, p + self.l2_prefetch_pages, p_end)
                         for j in cutlass.range_constexpr(self.kv_chunks):
                             kv_pipe.producer_acquire(kv_state)
-                            if cutlass.const_expr(self.evict_first):
-                                cute.copy(tma_kv, tKgK[(None, 0, j, page)], tKsK[(None, kv_state.index)],
-                                          tma_bar_ptr=kv_pipe.producer_get_barrier(kv_state),
-                                          cache_policy=cutlass.Int64(EVICT_FIRST))
-                            else:
-                                cute.copy(tma_kv, tKgK[(None, 0, j, page)], tKsK[(None, kv_state.index)],
-                                          tma_bar_ptr=kv_pipe.producer_get_barrier(kv_state))
+                            self._kv_copy(tma_kv, tKgK[(None, 0, j, page)], tKsK[(None, kv_state.index)],
+                                          kv_pipe.producer_get_barrier(kv_state))
                             kv_state.advance()
         else:
             # ---------------- consumers ---------------------------------------------------
@@ -306,21 +335,19 @@ class MlaSplitSm90(HalfPageConsumer):
             else:
                 self._half_page_consumer(qk_mma, pv_mma, tidx, wg, m_block, bi, split, t, p_begin, n_iter,
                                          q_pipe, kv_pipe, sQ, sKV, sV, sP, sRed, mOp, mLp, scale_log2)
+        if cutlass.const_expr(self.cluster > 1):
+            # no CTA may exit while a peer can still multicast into it or arrive on its empty barriers
+            cute.arch.cluster_arrive()
+            cute.arch.cluster_wait()
 
-    def _o_partition(self, thr_pv, mOp, bi, split, m_block, c):
-        """This WG's (64 x 256) slice of the output (direct) or of its split's partial, as partitioned
-        for the P V wgmma, and a zeroed fp32 accumulator of that shape.
-
-        Consumers call it before their main loop: partitioning through pv_mma after it would use an
-        accumulate flag last set inside a loop body (an escaping value).
-        """
-        if self.direct:
-            gO = cute.local_tile(mOp[bi, None, None], (BLOCK_M, D_V // 2), (m_block, c))
-        else:
-            gO = cute.local_tile(mOp[split, bi, None, None], (BLOCK_M, D_V // 2), (m_block, c))
-        acc_O = cute.make_rmem_tensor(thr_pv.partition_shape_C((BLOCK_M, D_V // 2)), cutlass.Float32)
-        acc_O.fill(0.0)
-        return thr_pv.partition_C(gO), acc_O
+    def _kv_copy(self, tma_kv, src, dst, bar) -> None:
+        """One KV block's TMA load (with the evict-first hint and the cluster multicast where configured)."""
+        extra = {}
+        if self.evict_first:
+            extra["cache_policy"] = cutlass.Int64(EVICT_FIRST)
+        if self.cluster > 1:
+            extra["mcast_mask"] = cutlass.Int16((1 << self.cluster) - 1)
+        cute.copy(tma_kv, src, dst, tma_bar_ptr=bar, **extra)
 
     @cute.jit
     def _prefetch_page(self, tma_kv, tKgK, mBT, bi, m_block, p, p_end):
@@ -333,46 +360,6 @@ class MlaSplitSm90(HalfPageConsumer):
                 page = mBT[bi, p]
                 for j in cutlass.range_constexpr(self.kv_chunks):
                     cute.prefetch(tma_kv, tKgK[(None, 0, j, page)])
-
-    @cute.jit
-    def _epilogue(self, acc_O, tOgO, tScS_mn, row_max, total, m_block, bi, split, c, ctid, mLp, scale_log2):
-        """Divide this WG's O columns by the full row sums ``total``; store O and (WG 0) the lse.
-
-        ``row_max`` is the final (unscaled) row maximum; ``tScS_mn`` gives each fragment row's
-        row inside the 64-row block.  Direct: bf16 O and lse into the outputs (padding rows
-        dropped); otherwise fp32 (or bf16) split partials and their lse.
-        """
-        bf16 = cutlass.BFloat16
-        acc_O_mn = _mn_view(acc_O)
-        n_rows = cute.size(acc_O_mn.shape[0])
-        for r in cutlass.range_constexpr(n_rows):
-            empty = total[r] == 0.0
-            inv = 0.0 if empty else cute.arch.rcp_approx(total[r])
-            acc_O_mn[r, None] = acc_O_mn[r, None].load() * inv
-            if c == 0 and ctid % 4 == 0:
-                row = m_block * BLOCK_M + tScS_mn[r, 0][0]
-                lse = -cutlass.Float32.inf
-                if not empty:
-                    lse = (row_max[r] * scale_log2 + cute.math.log2(total[r], fastmath=True)) * LN_2
-                if cutlass.const_expr(self.direct):
-                    if row < self.rows:
-                        mLp[bi, row % self.h, row // self.h] = lse
-                else:
-                    mLp[split, bi, row] = lse
-        if cutlass.const_expr(self.direct):
-            rO = cute.make_fragment_like(acc_O, bf16)
-            rO.store(acc_O.load().to(bf16))
-            rO_mn = _mn_view(rO)
-            tOgO_mn = _mn_view(tOgO)
-            for r in cutlass.range_constexpr(n_rows):
-                if m_block * BLOCK_M + tScS_mn[r, 0][0] < self.rows:
-                    cute.autovec_copy(rO_mn[r, None], tOgO_mn[r, None])
-        elif cutlass.const_expr(self.partial_bf16):
-            rO = cute.make_fragment_like(acc_O, bf16)
-            rO.store(acc_O.load().to(bf16))
-            cute.autovec_copy(rO, tOgO)
-        else:
-            cute.autovec_copy(acc_O, tOgO)
 
 class MlaSplitSm90PvFirst(MlaSplitSm90):
     """v5_cute's schedule: P V of page j before S of page j+1, so each KV stage is freed early."""

@@ -35,11 +35,11 @@ from __future__ import annotations
 import cutlass
 import cutlass.cute as cute
 import cutlass.pipeline as pipeline
-from cutlass.cute.nvgpu import cpasync, warpgroup
+from cutlass.cute.nvgpu import warpgroup
 
 from kforge_kernels.mla._cute_seesaw import MlaSplitSm90SeesawChunked
 from kforge_kernels.mla._cute_sm90_parts import (
-    BLOCK_M, CONSUMERS, D_QK, D_V, EVICT_FIRST, PAGE, _mn_view,
+    BLOCK_M, CONSUMERS, D_QK, D_V, PAGE, _mn_view,
 )
 
 # named barriers (256 consumer threads): m0 published / m1 published (row sums: the seesaw's BAR_SUM = 6) /
@@ -85,12 +85,7 @@ class MlaSplitSm90Stagger(MlaSplitSm90SeesawChunked):
         state = self._chunk(stage, j, ph)
         kv_pipe.producer_acquire(state)
         idx = stage * self.kv_chunks + j
-        if cutlass.const_expr(self.evict_first):
-            cute.copy(tma_kv, tKgK[(None, 0, j, page)], tKsK[(None, idx)],
-                      tma_bar_ptr=kv_pipe.producer_get_barrier(state), cache_policy=cutlass.Int64(EVICT_FIRST))
-        else:
-            cute.copy(tma_kv, tKgK[(None, 0, j, page)], tKsK[(None, idx)],
-                      tma_bar_ptr=kv_pipe.producer_get_barrier(state))
+        self._kv_copy(tma_kv, tKgK[(None, 0, j, page)], tKsK[(None, idx)], kv_pipe.producer_get_barrier(state))
 
     @cute.jit
     def _qk_blocks(self, kv_pipe, qk_mma, acc_S, tSrQ, tSrK, stage: cutlass.Constexpr, ph, blocks: cutlass.Constexpr):
