@@ -25,6 +25,14 @@ def _start(s_pages: list[np.ndarray], v_pages: list[np.ndarray]) -> tuple:
     return half, np.zeros((rows, half)), np.zeros((rows, half)), np.zeros(rows), np.zeros(rows)
 
 
+def _softmax_a(s_a: np.ndarray, v_al: np.ndarray, m_a: np.ndarray, sum_a: np.ndarray, o_l: np.ndarray) -> tuple:
+    """WG0's step in both schedules: raise the max by page A's rows, P_A, row sum and O_L += P_A V_AL."""
+    m0 = np.maximum(m_a, s_a.max(axis=1))
+    scale0 = _exp(m_a, m0)
+    p_a = _exp(s_a, m0)
+    return m0, p_a, sum_a * scale0 + p_a.sum(axis=1), o_l * scale0[:, None] + p_a @ v_al
+
+
 def _seesaw(s_pages: list[np.ndarray], v_pages: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Run the pair loop of MlaSplitSm90Seesaw._seesaw_consumer; returns O (unnormalised), row sum, max."""
     half, o_l, o_r, sum_a, sum_b = _start(s_pages, v_pages)
@@ -34,11 +42,7 @@ def _seesaw(s_pages: list[np.ndarray], v_pages: list[np.ndarray]) -> tuple[np.nd
         has_b = k + 1 < len(s_pages)
         s_b = s_pages[k + 1] if has_b else np.full_like(s_a, NEG)
         # WG0: S_A, softmax against its max, publish m0 and P_A
-        m0 = np.maximum(m_a, s_a.max(axis=1))
-        scale0 = _exp(m_a, m0)
-        p_a = _exp(s_a, m0)
-        sum_a = sum_a * scale0 + p_a.sum(axis=1)
-        o_l = o_l * scale0[:, None] + p_a @ v_a[:, :half]
+        m0, p_a, sum_a, o_l = _softmax_a(s_a, v_a[:, :half], m_a, sum_a, o_l)
         # WG1: adopt m0, O_R += P_A V_AR (P_A relative to m0), then its own page
         adopt0 = _exp(m_b, m0)
         sum_b, o_r = sum_b * adopt0, o_r * adopt0[:, None] + p_a @ v_a[:, half:]
@@ -91,11 +95,7 @@ def _stagger(s_pages: list[np.ndarray], v_pages: list[np.ndarray]) -> tuple[np.n
         has_b = k + 1 < len(s_pages)
         s_b = s_pages[k + 1] if has_b else np.full_like(s_a, NEG)
         # WG0: softmax of A, O_L += P_A V_AL from registers
-        m0 = np.maximum(m_a, s_a.max(axis=1))
-        scale0 = _exp(m_a, m0)
-        p_a = _exp(s_a, m0)
-        sum_a = sum_a * scale0 + p_a.sum(axis=1)
-        o_l = o_l * scale0[:, None] + p_a @ v_a[:, :half]
+        m0, p_a, sum_a, o_l = _softmax_a(s_a, v_a[:, :half], m_a, sum_a, o_l)
         # WG1: adopt m0 (scale), softmax of B (scale2), one rescale of O_R by their product
         adopt = _exp(m_b, m0)
         sum_b = sum_b * adopt

@@ -70,6 +70,7 @@ class MlaSplitSm90Seesaw(MlaSplitSm90):
         pv_rs, qk_rs = rs_mmas
         q_regs = None
         if cutlass.const_expr(self.q_reg_blocks > 0):
+            # before the main Q wait (v20_cute as measured), so _q_registers waits for Q itself
             q_regs = (qk_rs, self._q_registers(qk_rs, sQ, ctid, q_pipe))
         tSrK = qk_mma.make_fragment_B(thr_qk.partition_B(sKV))  # (MMA, 1, 36, stages)
         sV_c = cute.local_tile(sV, (D_V // 2, PAGE, self.stages), (c, 0, 0))
@@ -119,22 +120,21 @@ class MlaSplitSm90Seesaw(MlaSplitSm90):
                 self._page_softmax(acc_S, tScS_mn, pa, first_masked_pos, m_block, scale_log2, m_run, row_sum, scale)
                 for r in cutlass.range_constexpr(n_rows):
                     sh[0, tScS_mn[r, 0][0]] = m_run[r]
-                if cutlass.const_expr(self.own_p_rs):
-                    _, rPa = self._p_operand(acc_S, frag_layout)
-                self._store_p(acc_S, tPsP[None, None, None, 0], c)
+                rPa = self._bf16(acc_S)
+                self._store_p(rPa, tPsP[None, None, None, 0], c)
                 cute.arch.barrier_arrive(barrier_id=BAR_S0, number_of_threads=CONSUMERS)
                 self._rescale(acc_O, scale)
                 if cutlass.const_expr(self.own_p_rs):
-                    self._pv_from(kv_pipe, pv_rs, acc_O, rPa, tOrV, 0, ph, 0)
+                    self._pv(kv_pipe, pv_rs, acc_O, self._p_operand(rPa, frag_layout), tOrV, 0, ph, 0)
                 else:
-                    self._pv(kv_pipe, pv_mma, acc_O, tOrP, tOrV, 0, ph, 0)
+                    self._pv(kv_pipe, pv_mma, acc_O, tOrP[None, None, None, 0], tOrV, 0, ph, 0)
                 cute.arch.barrier(barrier_id=BAR_S1, number_of_threads=CONSUMERS)
                 self._adopt_max(sh, 1, tScS_mn, scale_log2, m_run, row_sum, scale)
                 warpgroup.wait_group(0)  # P_A V_AL
                 self._release(kv_pipe, 0, ph)
                 self._rescale(acc_O, scale)
                 if has_b:
-                    self._pv(kv_pipe, pv_mma, acc_O, tOrP, tOrV, 1, ph, 0)
+                    self._pv(kv_pipe, pv_mma, acc_O, tOrP[None, None, None, 1], tOrV, 1, ph, 0)
                     if cutlass.const_expr(not self.early_issue):
                         # give page B's stage back at once: the next pair's page B is loaded into
                         # it and S_B waits for that load (the other WG's GEMMs keep the pipe busy)
@@ -159,7 +159,7 @@ class MlaSplitSm90Seesaw(MlaSplitSm90):
                 cute.arch.barrier(barrier_id=BAR_S0, number_of_threads=CONSUMERS)
                 self._adopt_max(sh, 0, tScS_mn, scale_log2, m_run, row_sum, scale)
                 self._rescale(acc_O, scale)
-                self._pv(kv_pipe, pv_mma, acc_O, tOrP, tOrV, 0, ph, 1)
+                self._pv(kv_pipe, pv_mma, acc_O, tOrP[None, None, None, 0], tOrV, 0, ph, 1)
                 if cutlass.const_expr(self.early_issue):
                     # P_A V_AR was queued behind S_B (O is no operand of S_B): wait for S_B only
                     warpgroup.wait_group(1)
@@ -168,19 +168,18 @@ class MlaSplitSm90Seesaw(MlaSplitSm90):
                                    scale)
                 for r in cutlass.range_constexpr(n_rows):
                     sh[1, tScS_mn[r, 0][0]] = m_run[r]
-                if cutlass.const_expr(self.own_p_rs):
-                    _, rPb = self._p_operand(acc_S, frag_layout)
+                rPb = self._bf16(acc_S)
                 if has_b:
-                    self._store_p(acc_S, tPsP[None, None, None, 1], c)
+                    self._store_p(rPb, tPsP[None, None, None, 1], c)
                 cute.arch.barrier_arrive(barrier_id=BAR_S1, number_of_threads=CONSUMERS)
                 warpgroup.wait_group(0)  # P_A V_AR
                 self._release(kv_pipe, 0, ph)
                 self._rescale(acc_O, scale)
                 if has_b:
                     if cutlass.const_expr(self.own_p_rs):
-                        self._pv_from(kv_pipe, pv_rs, acc_O, rPb, tOrV, 1, ph, 1)
+                        self._pv(kv_pipe, pv_rs, acc_O, self._p_operand(rPb, frag_layout), tOrV, 1, ph, 1)
                     else:
-                        self._pv(kv_pipe, pv_mma, acc_O, tOrP, tOrV, 1, ph, 1)
+                        self._pv(kv_pipe, pv_mma, acc_O, tOrP[None, None, None, 1], tOrV, 1, ph, 1)
                     warpgroup.wait_group(0)
                     self._release(kv_pipe, 1, ph)
 
@@ -209,9 +208,22 @@ class MlaSplitSm90Seesaw(MlaSplitSm90):
             self.stages * self.kv_chunks, cutlass.Int32(0), cutlass.Int32(stage * self.kv_chunks + j), ph
         )
 
+    def _blocks(self, half: int | None = None) -> tuple[int, ...]:
+        """The 64-dim KV blocks of a page: all of them, or those holding O columns of warpgroup ``half``."""
+        if half is None:
+            return tuple(range(self.kv_chunks))
+        width = D_QK // self.kv_chunks
+        return tuple(range(half * (D_V // 2) // width, -(-(half + 1) * (D_V // 2) // width)))
+
     @cute.jit
     def _qk(self, kv_pipe, qk_mma, acc_S, tSrQ, tSrK, stage: cutlass.Constexpr, ph, q_regs=None):
-        """Issue S = Q K^T of the page in ``stage``, each chunk's k-steps right after that chunk landed.
+        """Issue S = Q K^T of the page in ``stage``, each block's k-steps right after that block landed."""
+        self._qk_blocks(kv_pipe, qk_mma, acc_S, tSrQ, tSrK, stage, ph, self._blocks(), q_regs)
+
+    @cute.jit
+    def _qk_blocks(self, kv_pipe, qk_mma, acc_S, tSrQ, tSrK, stage: cutlass.Constexpr, ph, blocks: cutlass.Constexpr,
+                   q_regs=None):
+        """Issue S += Q K^T over the listed 64-dim blocks of the page in ``stage`` (one commit group).
 
         ``q_regs`` = (rs tiled MMA, Q fragments): the first k-steps read Q from registers (v20_cute).
         """
@@ -220,7 +232,8 @@ class MlaSplitSm90Seesaw(MlaSplitSm90):
         if cutlass.const_expr(q_regs is not None):
             n_reg = cute.size(q_regs[1], mode=[2])
         warpgroup.fence()
-        for j in cutlass.range_constexpr(self.kv_chunks):
+        for i in cutlass.range_constexpr(len(blocks)):
+            j = blocks[i]
             kv_pipe.consumer_wait(self._chunk(stage, j, ph))
             for kk in cutlass.range_constexpr(j * per_chunk, (j + 1) * per_chunk):
                 if cutlass.const_expr(kk < n_reg):
@@ -230,26 +243,30 @@ class MlaSplitSm90Seesaw(MlaSplitSm90):
         warpgroup.commit_group()
 
     @cute.jit
-    def _pv(self, kv_pipe, pv_mma, acc_O, tOrP, tOrV, stage: cutlass.Constexpr, ph, half: cutlass.Constexpr):
-        """Issue O += P V of the page in ``stage`` for the O columns of WG ``half`` (waits its V chunks)."""
-        width = D_QK // self.kv_chunks
-        lo = half * (D_V // 2) // width
-        hi = -(-(half + 1) * (D_V // 2) // width)
-        for j in cutlass.range_constexpr(lo, hi):
-            kv_pipe.consumer_wait(self._chunk(stage, j, ph))
+    def _pv(self, kv_pipe, mma, acc_O, tA, tOrV, stage: cutlass.Constexpr, ph, half: cutlass.Constexpr):
+        """Issue O += P V of the page in ``stage`` for the O columns of WG ``half`` (waits its V blocks).
+
+        ``tA``: P as this page's smem A operand (ss ``mma``) or as register fragments (rs ``mma``).
+        """
+        self._wait_blocks(kv_pipe, stage, ph, self._blocks(half))
+        self._pv_gemm(mma, acc_O, tA, tOrV, stage)
+
+    @cute.jit
+    def _pv_gemm(self, mma, acc_O, tA, tOrV, stage: cutlass.Constexpr):
+        """Issue O += P V for one page (no waits), one commit group."""
         warpgroup.fence()
-        _gemm(pv_mma, acc_O, tOrP[None, None, None, stage], tOrV[None, None, None, stage])
+        _gemm(mma, acc_O, tA, tOrV[None, None, None, stage])
         warpgroup.commit_group()
 
     @cute.jit
-    def _pv_from(self, kv_pipe, pv_rs, acc_O, rP, tOrV, stage: cutlass.Constexpr, ph, half: cutlass.Constexpr):
-        """``_pv`` with P taken from this warpgroup's registers (``rP``: the A fragments of ``_p_operand``)."""
-        width = D_QK // self.kv_chunks
-        for j in cutlass.range_constexpr(half * (D_V // 2) // width, -(-(half + 1) * (D_V // 2) // width)):
-            kv_pipe.consumer_wait(self._chunk(stage, j, ph))
-        warpgroup.fence()
-        _gemm(pv_rs, acc_O, rP, tOrV[None, None, None, stage])
-        warpgroup.commit_group()
+    def _wait_blocks(self, kv_pipe, stage: cutlass.Constexpr, ph, blocks: cutlass.Constexpr):
+        for i in cutlass.range_constexpr(len(blocks)):
+            kv_pipe.consumer_wait(self._chunk(stage, blocks[i], ph))
+
+    @cute.jit
+    def _release_blocks(self, kv_pipe, stage: cutlass.Constexpr, ph, blocks: cutlass.Constexpr):
+        for i in cutlass.range_constexpr(len(blocks)):
+            kv_pipe.consumer_release(self._chunk(stage, blocks[i], ph))
 
     def _q_registers(self, qk_rs, sQ, ctid, q_pipe):
         """This thread's A fragments of Q's first ``q_reg_blocks`` 64-dim blocks, copied once from smem."""
@@ -260,21 +277,24 @@ class MlaSplitSm90Seesaw(MlaSplitSm90):
         cute.autovec_copy(thr.partition_A(sQr)[None, None, None, 0], rQ)
         return rQ
 
-    def _p_operand(self, acc_S, frag_layout):
-        """bf16 copy of P (an m64n64 accumulator) viewed as the m64k16 A fragments of the P V rs-wgmma.
+    def _bf16(self, acc_S):
+        """bf16 copy of P (an m64n64 fp32 accumulator), in the accumulator's register order."""
+        rP = cute.make_fragment_like(acc_S, cutlass.BFloat16)
+        rP.store(acc_S.load().to(cutlass.BFloat16))
+        return rP
+
+    def _p_operand(self, rP, frag_layout):
+        """The bf16 P of ``_bf16`` viewed as the m64k16 A fragments of the P V rs-wgmma.
 
         Both layouts give thread t the values (row, token) in the same order: the accumulator's
         (pair, row+8, 8-token block b) is the A fragment's (pair, row+8, b % 2) of k-block b // 2.
         """
-        rP = cute.make_fragment_like(acc_S, cutlass.BFloat16)
-        rP.store(acc_S.load().to(cutlass.BFloat16))
-        return rP, cute.make_tensor(rP.iterator, frag_layout)
+        return cute.make_tensor(rP.iterator, frag_layout)
 
     @cute.jit
     def _release(self, kv_pipe, stage: cutlass.Constexpr, ph):
-        """This WG is done with the page in ``stage``: release all its chunks."""
-        for j in cutlass.range_constexpr(self.kv_chunks):
-            kv_pipe.consumer_release(self._chunk(stage, j, ph))
+        """This WG is done with the page in ``stage``: release all its blocks."""
+        self._release_blocks(kv_pipe, stage, ph, self._blocks())
 
     @cute.jit
     def _page_softmax(self, acc_S, tScS_mn, p, first_masked_pos, m_block, scale_log2, m_run, row_sum, scale):
@@ -305,10 +325,8 @@ class MlaSplitSm90Seesaw(MlaSplitSm90):
             acc_O_mn[r, None] = acc_O_mn[r, None].load() * scale[r]
 
     @cute.jit
-    def _store_p(self, acc_S, tPsP, c):
-        """Write this WG's bf16 P into a page's RoPE block; visible to both WGs' wgmma (async proxy)."""
-        rP = cute.make_fragment_like(acc_S, cutlass.BFloat16)
-        rP.store(acc_S.load().to(cutlass.BFloat16))
+    def _store_p(self, rP, tPsP, c):
+        """Write this WG's bf16 P (``_bf16``) into a page's RoPE block; visible to both WGs' wgmma (async proxy)."""
         cute.autovec_copy(rP, tPsP)
         cute.arch.fence_proxy("async.shared", space="cta")
         if cutlass.const_expr(not self.own_p_rs):

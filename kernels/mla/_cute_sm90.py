@@ -151,13 +151,9 @@ class MlaSplitSm90(HalfPageConsumer, SplitEpilogue):
         sKc_layout = cute.slice_(
             sm90_utils.make_smem_layout_b(LayoutEnum.ROW_MAJOR, (BLOCK_M, PAGE, kv_cols), bf16, 1), (None, None, 0)
         )
-        if cutlass.const_expr(self.cluster > 1):
-            # each CTA of the cluster loads 1/cluster of a block and multicasts it to all of them
-            tma_kv, mKVt = cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileG2SMulticastOp(), mKV, sKc_layout,
-                                                       (PAGE, kv_cols), num_multicast=self.cluster)
-        else:
-            tma_kv, mKVt = cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileG2SOp(), mKV, sKc_layout,
-                                                       (PAGE, kv_cols))
+        # in a cluster each CTA loads 1/cluster of a block and multicasts it to all of them
+        kv_op = cpasync.CopyBulkTensorTileG2SMulticastOp() if self.cluster > 1 else cpasync.CopyBulkTensorTileG2SOp()
+        tma_kv, mKVt = cpasync.make_tiled_tma_atom(kv_op, mKV, sKc_layout, (PAGE, kv_cols), num_multicast=self.cluster)
         self.q_bytes = cute.size_in_bytes(bf16, cute.slice_(sQ_layout, (None, None, 0)))
         self.kv_bytes = cute.size_in_bytes(bf16, sKc_layout)
 
@@ -176,11 +172,9 @@ class MlaSplitSm90(HalfPageConsumer, SplitEpilogue):
             tma_q, mQt, tma_kv, mKVt, mBT, mLens, mOp, mLp, mOut, mLse, mSem, scale_log2,
             sQ_layout, sKV_layout, sV_layout, sP_layout, red_layout, Smem,
         )
-        if cutlass.const_expr(self.cluster > 1):
-            kern.launch(grid=(self.m_blocks, b, splits), block=(self.threads, 1, 1), cluster=(self.cluster, 1, 1),
-                        stream=stream, min_blocks_per_mp=1)
-        else:
-            kern.launch(grid=(self.m_blocks, b, splits), block=(self.threads, 1, 1), stream=stream, min_blocks_per_mp=1)
+        cluster_kw = {"cluster": (self.cluster, 1, 1)} if self.cluster > 1 else {}
+        kern.launch(grid=(self.m_blocks, b, splits), block=(self.threads, 1, 1), stream=stream, min_blocks_per_mp=1,
+                    **cluster_kw)
 
     @cute.kernel
     def kernel(
@@ -246,23 +240,17 @@ class MlaSplitSm90(HalfPageConsumer, SplitEpilogue):
             consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, CONSUMERS // 32),
             tx_count=self.q_bytes, defer_sync=True,
         )
+        # a block's empty barrier counts the consumer warps of every CTA it is multicast to
+        cluster_kw = {"cta_layout_vmnk": cute.make_layout((1, self.cluster, 1, 1))} if self.cluster > 1 else {}
+        kv_pipe = pipeline.PipelineTmaAsync.create(
+            barrier_storage=st.kv_bar.data_ptr(), num_stages=self.stages * self.kv_chunks,
+            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
+            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, CONSUMERS // 32 * self.cluster),
+            tx_count=self.kv_bytes, defer_sync=True, **cluster_kw,
+        )
+        cta_rank = 0
         if cutlass.const_expr(self.cluster > 1):
-            # a block's empty barrier counts the consumer warps of every CTA it is multicast to
-            kv_pipe = pipeline.PipelineTmaAsync.create(
-                barrier_storage=st.kv_bar.data_ptr(), num_stages=self.stages * self.kv_chunks,
-                producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
-                consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, CONSUMERS // 32 * self.cluster),
-                tx_count=self.kv_bytes, cta_layout_vmnk=cute.make_layout((1, self.cluster, 1, 1)), defer_sync=True,
-            )
             cta_rank = cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster())
-        else:
-            kv_pipe = pipeline.PipelineTmaAsync.create(
-                barrier_storage=st.kv_bar.data_ptr(), num_stages=self.stages * self.kv_chunks,
-                producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
-                consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, CONSUMERS // 32),
-                tx_count=self.kv_bytes, defer_sync=True,
-            )
-            cta_rank = 0
         sQ = st.sQ.get_tensor(sQ_layout.outer, swizzle=sQ_layout.inner)
         sKV = st.sKV.get_tensor(sKV_layout.outer, swizzle=sKV_layout.inner)
         sV = cute.make_tensor(cute.recast_ptr(sKV.iterator, sV_layout.inner), sV_layout.outer)

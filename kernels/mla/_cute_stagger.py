@@ -88,36 +88,6 @@ class MlaSplitSm90Stagger(MlaSplitSm90SeesawChunked):
         self._kv_copy(tma_kv, tKgK[(None, 0, j, page)], tKsK[(None, idx)], kv_pipe.producer_get_barrier(state))
 
     @cute.jit
-    def _qk_blocks(self, kv_pipe, qk_mma, acc_S, tSrQ, tSrK, stage: cutlass.Constexpr, ph, blocks: cutlass.Constexpr):
-        """Issue S += Q K^T over the listed 64-dim blocks of the page in ``stage`` (one commit group)."""
-        per_chunk = cute.size(tSrK, mode=[2]) // self.kv_chunks
-        warpgroup.fence()
-        for i in cutlass.range_constexpr(len(blocks)):
-            j = blocks[i]
-            kv_pipe.consumer_wait(self._chunk(stage, j, ph))
-            for kk in cutlass.range_constexpr(j * per_chunk, (j + 1) * per_chunk):
-                cute.gemm(qk_mma, acc_S, tSrQ[None, None, kk, 0], tSrK[None, None, kk, stage], acc_S)
-        warpgroup.commit_group()
-
-    @cute.jit
-    def _wait_blocks(self, kv_pipe, stage: cutlass.Constexpr, ph, blocks: cutlass.Constexpr):
-        for i in cutlass.range_constexpr(len(blocks)):
-            kv_pipe.consumer_wait(self._chunk(stage, blocks[i], ph))
-
-    @cute.jit
-    def _release_blocks(self, kv_pipe, stage: cutlass.Constexpr, ph, blocks: cutlass.Constexpr):
-        for i in cutlass.range_constexpr(len(blocks)):
-            kv_pipe.consumer_release(self._chunk(stage, blocks[i], ph))
-
-    @cute.jit
-    def _pv_gemm(self, mma, acc_O, tA, tOrV, stage: cutlass.Constexpr):
-        """Issue O += P V for one page (A = P fragment in registers or smem descriptors), one commit group."""
-        warpgroup.fence()
-        for kk in cutlass.range_constexpr(cute.size(tOrV, mode=[2])):
-            cute.gemm(mma, acc_O, tA[None, None, kk], tOrV[None, None, kk, stage], acc_O)
-        warpgroup.commit_group()
-
-    @cute.jit
     def _stagger_consumer(self, qk_mma, pv_mma, pv_rs, tidx, wg, m_block, bi, split, t, p_begin, p_end, n_iter,
                           q_pipe, kv_pipe, sQ, sKV, sV, sP, sRed, mOp, mLp, scale_log2):
         f32 = cutlass.Float32
@@ -170,16 +140,14 @@ class MlaSplitSm90Stagger(MlaSplitSm90SeesawChunked):
                 for r in cutlass.range_constexpr(n_rows):
                     sh[0, tScS_mn[r, 0][0]] = m_run[r]
                 cute.arch.barrier_arrive(barrier_id=BAR_S0, number_of_threads=CONSUMERS)
-                _, rPa = self._p_operand(acc_S, frag_layout)
+                rPa = self._p_operand(self._bf16(acc_S), frag_layout)
                 self._rescale(acc_O, scale)
                 self._pv_gemm(pv_rs, acc_O, rPa, tOrV, 0)  # O_L += P_A V_AL
                 cute.arch.barrier(barrier_id=BAR_S1, number_of_threads=CONSUMERS)
                 self._adopt_max(sh, 1, tScS_mn, scale_log2, m_run, row_sum, scale)  # scale = e(m0 - m1)
                 # P_A rescaled to m1 for WG1's O_R
                 self._rescale(acc_S, scale)
-                rPs = cute.make_fragment_like(acc_S, cutlass.BFloat16)
-                rPs.store(acc_S.load().to(cutlass.BFloat16))
-                cute.autovec_copy(rPs, tPsA)
+                cute.autovec_copy(self._bf16(acc_S), tPsA)
                 cute.arch.fence_proxy("async.shared", space="cta")
                 cute.arch.barrier_arrive(barrier_id=BAR_PA, number_of_threads=CONSUMERS)
                 warpgroup.wait_group(0)  # P_A V_AL
@@ -227,7 +195,8 @@ class MlaSplitSm90Stagger(MlaSplitSm90SeesawChunked):
                 for r in cutlass.range_constexpr(n_rows):
                     scale[r] = scale[r] * scale2[r]
                 self._rescale(acc_O, scale)
-                rPb, rPb_a = self._p_operand(acc_S, frag_layout)
+                rPb = self._bf16(acc_S)
+                rPb_a = self._p_operand(rPb, frag_layout)
                 if has_b:
                     self._pv_gemm(pv_rs, acc_O, rPb_a, tOrV, 1)  # O_R += P_B V_BR
                     cute.autovec_copy(rPb, tPsB)
