@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .correctness import ref_dtype_for, run_once
+from .gpushare import gpu_section
 from .timing import TimingResult, floor_problem, make_clock, side_stream_problem, stream_audit, time_launch
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -120,7 +121,16 @@ def _recheck(version: Version, used: TrialConfig, inputs: dict[str, Any], output
 
 
 def run_trial(version: Version, trial: TrialConfig, ks: KforgeSession) -> tuple[dict[str, Any], TimingResult | None]:
-    """Time ``version`` on ``trial``; returns the results-JSON row (``error`` set when rejected)."""
+    """Time ``version`` on ``trial``; returns the results-JSON row (``error`` set when rejected).
+
+    On a GPU shared by several xdist workers all of it (inputs, warm-up, timing, stream audit,
+    re-check) is one exclusive GPU section (:func:`~pytest_kforge.gpushare.gpu_section`).
+    """
+    with gpu_section(version, ks.trial_in_use(trial).params):
+        return _run_trial(version, trial, ks)
+
+
+def _run_trial(version: Version, trial: TrialConfig, ks: KforgeSession) -> tuple[dict[str, Any], TimingResult | None]:
     spec = version.spec
     used, inputs, outputs, problems = _prepare(version, trial, ks)
     row: dict[str, Any] = {

@@ -18,6 +18,8 @@ import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from .gpushare import gpu_section
+
 if TYPE_CHECKING:  # pragma: no cover
     from .registry import Version
 
@@ -106,20 +108,25 @@ def check_version(
     input_kwargs: Mapping[str, Any] | None = None,
     repeats: int = 2,
 ) -> CheckReport:
-    """Run steps 1-6 of the module docstring; ``repeats`` fresh input sets share one output buffer."""
+    """Run steps 1-6 of the module docstring; ``repeats`` fresh input sets share one output buffer.
+
+    On a GPU shared by several xdist workers it all runs as one exclusive GPU section
+    (:func:`~pytest_kforge.gpushare.gpu_section`: the version's ``prepare`` first, outside the lock).
+    """
     spec = version.spec
     dtype = ref_dtype_for(version, params)
-    outputs = spec.alloc_outputs(params, device=device)
     seeds = tuple(seed + i for i in range(repeats))
-    for i, s in enumerate(seeds):
-        inputs = spec.make_inputs(params, seed=s, device=device, **dict(input_kwargs or {}))
-        problems = run_once(version, inputs, outputs)
-        where = f"call {i + 1} of {repeats} (seed {s}{', reusing the output buffers' if i else ''})"
-        if problems:
-            return CheckReport(False, f"{where}: " + "; ".join(problems), seeds, str(dtype))
-        ref = spec.reference(inputs, dtype=dtype)
-        bad = [r.message for r in spec.compare(outputs, ref) if not r.ok]
-        if bad:
-            hint = " (the first call passed: outputs look cached across calls)" if i else ""
-            return CheckReport(False, f"{where}: " + "; ".join(bad) + hint, seeds, str(dtype))
+    with gpu_section(version, params):
+        outputs = spec.alloc_outputs(params, device=device)
+        for i, s in enumerate(seeds):
+            inputs = spec.make_inputs(params, seed=s, device=device, **dict(input_kwargs or {}))
+            problems = run_once(version, inputs, outputs)
+            where = f"call {i + 1} of {repeats} (seed {s}{', reusing the output buffers' if i else ''})"
+            if problems:
+                return CheckReport(False, f"{where}: " + "; ".join(problems), seeds, str(dtype))
+            ref = spec.reference(inputs, dtype=dtype)
+            bad = [r.message for r in spec.compare(outputs, ref) if not r.ok]
+            if bad:
+                hint = " (the first call passed: outputs look cached across calls)" if i else ""
+                return CheckReport(False, f"{where}: " + "; ".join(bad) + hint, seeds, str(dtype))
     return CheckReport(True, "", seeds, str(dtype))

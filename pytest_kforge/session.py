@@ -110,21 +110,27 @@ class KforgeSession:
         Returns the trial actually used (it differs when a shrink for memory happened before).
         """
         assert self.selection is not None
-        key = (self.selection.kernel.name, trial.id, self.device)
+        key = self._key(trial)
         if key not in self._inputs:
             spec = self.selection.kernel.spec
             inputs = spec.make_inputs(trial.params, seed=self.seed, device=self.device)
             self._inputs[key] = (trial, inputs)
         return self._inputs[key]
 
+    def trial_in_use(self, trial: TrialConfig) -> TrialConfig:
+        """The config :meth:`trial_inputs` would use for ``trial`` (a remembered shrink), building nothing."""
+        return self._inputs.get(self._key(trial), (trial, None))[0]
+
     def remember_shrunk(self, original: TrialConfig, shrunk: TrialConfig, inputs: dict[str, Any]) -> None:
         """Make later versions use the shrunk config directly (and the same inputs)."""
-        assert self.selection is not None
-        self._inputs[(self.selection.kernel.name, original.id, self.device)] = (shrunk, inputs)
+        self._inputs[self._key(original)] = (shrunk, inputs)
 
     def drop_inputs(self, trial: TrialConfig) -> None:
+        self._inputs.pop(self._key(trial), None)
+
+    def _key(self, trial: TrialConfig) -> tuple[str, str, str]:
         assert self.selection is not None
-        self._inputs.pop((self.selection.kernel.name, trial.id, self.device), None)
+        return (self.selection.kernel.name, trial.id, self.device)
 
     # ---- results ---------------------------------------------------------------------------------
     def add_result(self, result: Mapping[str, Any]) -> None:

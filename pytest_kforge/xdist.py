@@ -1,18 +1,24 @@
-"""pytest-xdist integration: one GPU per worker, kforge timings merged on the controller.
+"""pytest-xdist integration: workers pinned to GPUs, kforge timings merged on the controller.
 
 Enable with ``pytest -n auto`` (one worker per GPU) or ``-n N``; the plugin is the pytest11
 entry point ``kforge_xdist``.  What it does:
 
 * **GPU count** (:func:`detect_gpus`): ``--kforge-gpus`` (a count ``N`` = the first N visible GPUs,
   or ids ``0,2,3``), else ``$KFORGE_GPUS`` (same syntax), else ``$CUDA_VISIBLE_DEVICES``, else
-  ``torch.cuda.device_count()``.  ``-n auto`` becomes that count.  More workers than GPUs is a
-  usage error (timing must stay exclusive per GPU).  No GPU at all: workers run unpinned (CPU).
+  ``torch.cuda.device_count()``.  ``-n auto`` becomes that count times ``K``
+  (``--kforge-workers-per-gpu K``, else ``$KFORGE_WORKERS_PER_GPU``, default 1).  More workers
+  than GPUs x K is a usage error.  No GPU at all: workers run unpinned (CPU).
 * **Pinning**: when xdist has started a worker process, and before pytest runs in it, the
-  controller sets that process's ``CUDA_VISIBLE_DEVICES`` to a free GPU (``pytest_xdist_newgateway``
-  + a one-line ``remote_exec``), so no plugin, conftest or test can see another GPU.  A crashed
-  worker's GPU goes to its replacement.
-* **Exclusive GPU use across processes**: :func:`gpu_lock` is a per-GPU file lock; the timer,
-  ncu profiling and ``benchmarks.compare`` hold it around timed/profiled regions.
+  controller sets that process's ``CUDA_VISIBLE_DEVICES`` to a GPU with a free slot, round-robin,
+  at most K workers per GPU (``pytest_xdist_newgateway`` + a one-line ``remote_exec``, which also
+  sets ``$KFORGE_XDIST_GPU`` and ``$KFORGE_XDIST_SHARE`` = K), so no plugin, conftest or test can
+  see another GPU.  A crashed worker's slot goes to its replacement.
+* **Exclusive GPU use**: with K = 1 each worker has its GPU to itself and nothing is locked.
+  With K > 1 the core harness runs each GPU section (correctness checks, fuzz examples, a whole
+  trial: inputs, warm-up, timing, stream audit, re-check) under :func:`gpu_lock`, the GPU's file
+  lock, after compiling outside it (:func:`pytest_kforge.gpushare.gpu_section`): compiles run in
+  parallel, GPU use and timing stay exclusive.  ``--kforge-profile`` runs ncu on the controller
+  after every worker has finished, so it never overlaps a worker (it takes no lock).
 * **Results**: pytest-benchmark disables itself under xdist, so each worker sends its kforge
   results (the core session's ``results`` / ``correctness`` lists, see :func:`kforge_store`) in
   ``config.workeroutput``; the controller merges them in collection order (what one process
@@ -28,21 +34,21 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 import types
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
 
+from .gpushare import ENV_PINNED, ENV_SHARE, gpu_lock
+
 __all__ = ["detect_gpus", "parallel_args", "gpu_lock", "kforge_store", "benchmark_entry",
-           "ENV_OVERRIDE", "ENV_PINNED", "OUTPUT_KEY"]
+           "ENV_OVERRIDE", "ENV_PINNED", "ENV_SHARE", "OUTPUT_KEY"]
 
 ENV_OVERRIDE = "KFORGE_GPUS"  # user override of detection (same syntax as --kforge-gpus)
-ENV_PINNED = "KFORGE_XDIST_GPU"  # set in a worker process by the controller: the GPU it is pinned to
-_PIN_SOURCE = "import os\nos.environ['CUDA_VISIBLE_DEVICES'] = {gpu!r}\nos.environ[{env!r}] = {gpu!r}\n"
+ENV_WORKERS_PER_GPU = "KFORGE_WORKERS_PER_GPU"  # user default of --kforge-workers-per-gpu
+_PIN_SOURCE = ("import os\nos.environ['CUDA_VISIBLE_DEVICES'] = {gpu!r}\nos.environ[{env!r}] = {gpu!r}\n"
+               "os.environ[{share_env!r}] = {share!r}\n")
 OUTPUT_KEY = "kforge"
 
 
@@ -89,24 +95,6 @@ def detect_gpus(spec: str | None = None) -> list[str]:
 def parallel_args(n_gpus: int) -> list[str]:
     """pytest arguments that spread a run over ``n_gpus`` GPUs (none for 0 or 1)."""
     return [] if n_gpus <= 1 else ["-n", str(n_gpus), "--kforge-gpus", str(n_gpus)]
-
-
-@contextmanager
-def gpu_lock(gpu: str | None = None, *, timeout: float = 3600.0) -> Iterator[None]:
-    """Hold the machine-wide lock of one GPU (default: the first one this process sees).
-
-    Lock files live in ``$KFORGE_LOCK_DIR`` or ``<tmp>/kforge-gpu-locks``; they are advisory
-    (``fcntl``), so a crashed holder never leaves the GPU locked.
-    """
-    from .fsutil import file_lock
-
-    if gpu is None:
-        ids = _visible_ids()
-        gpu = ids[0] if ids else "0"
-    safe = re.sub(r"[^A-Za-z0-9_-]", "_", str(gpu))
-    lock_dir = Path(os.environ.get("KFORGE_LOCK_DIR") or Path(tempfile.gettempdir()) / "kforge-gpu-locks")
-    with file_lock(lock_dir / f"gpu-{safe}", timeout=timeout):
-        yield
 
 
 # ---- the seam with the core harness ----------------------------------------------------------
@@ -225,6 +213,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--kforge-gpus", default=None, metavar="N|IDS",
                     help="GPUs for xdist workers: a count (the first N visible) or ids like 0,2,3; "
                          "default: $KFORGE_GPUS, $CUDA_VISIBLE_DEVICES, else all GPUs torch sees")
+    from .plugin import _int_at_least
+
+    group.addoption("--kforge-workers-per-gpu", metavar="K", type=_int_at_least(1),
+                    default=os.environ.get(ENV_WORKERS_PER_GPU) or "1",  # argparse checks it like a value
+                    help="xdist workers per GPU (default: $KFORGE_WORKERS_PER_GPU, else 1); with K > 1 they "
+                         "compile in parallel and take turns on the GPU (a file lock per GPU)")
+
+
+def _workers_per_gpu(config: pytest.Config) -> int:
+    return int(config.getoption("kforge_workers_per_gpu", None) or 1)
 
 
 def _n_workers(config: pytest.Config) -> int:
@@ -241,7 +239,7 @@ def _n_workers(config: pytest.Config) -> int:
 @pytest.hookimpl(tryfirst=True, optionalhook=True)
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     gpus = detect_gpus(config.getoption("kforge_gpus", None))
-    return len(gpus) or None  # no GPU: xdist's own CPU-based default
+    return len(gpus) * _workers_per_gpu(config) or None  # no GPU: xdist's own CPU-based default
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -253,11 +251,18 @@ def pytest_configure(config: pytest.Config) -> None:
     if n <= 0:
         return
     gpus = detect_gpus(config.getoption("kforge_gpus", None))
-    if gpus and n > len(gpus):
+    k = _workers_per_gpu(config)
+    if gpus and n > len(gpus) * k:
+        per = f"at most {k} workers per GPU (--kforge-workers-per-gpu {k})"
+        share = "raise --kforge-workers-per-gpu"
+        if k == 1:
+            per = "one worker per GPU"
+            share = ("let K workers share each GPU with --kforge-workers-per-gpu K (they compile in parallel "
+                     "and take turns on the GPU)")
         raise pytest.UsageError(f"-n {n} starts {n} xdist workers but only {len(gpus)} GPU(s) are available "
-                                f"({','.join(gpus)}) and kforge pins one worker per GPU; use -n {len(gpus)} "
-                                f"(or -n auto), or list more GPUs with --kforge-gpus")
-    config.pluginmanager.register(_Controller(config, gpus), "kforge-xdist-controller")
+                                f"({','.join(gpus)}) and kforge pins {per}; use -n {len(gpus) * k} (or -n auto), "
+                                f"list more GPUs with --kforge-gpus, or {share}")
+    config.pluginmanager.register(_Controller(config, gpus, k), "kforge-xdist-controller")
 
 
 class _Worker:
@@ -282,9 +287,10 @@ class _Worker:
 
 # ---- controller side -------------------------------------------------------------------------
 class _Controller:
-    def __init__(self, config: pytest.Config, gpus: list[str]) -> None:
+    def __init__(self, config: pytest.Config, gpus: list[str], per_gpu: int = 1) -> None:
         self.config = config
         self.gpus = gpus
+        self.per_gpu = per_gpu  # K: workers pinned to one GPU at most
         self.order: dict[str, int] = {}
         self.meta: dict[str, Any] = {}
         self.workers: dict[str, dict[str, Any]] = {}
@@ -293,16 +299,20 @@ class _Controller:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_newgateway(self, gateway: Any) -> None:
-        """Pin the new worker process to a free GPU before pytest starts in it."""
+        """Pin the new worker process to the least used GPU with a free slot, before pytest starts in it."""
         if not self.gpus:
             return
-        busy = set(self.assigned.values())
-        free = [g for g in self.gpus if g not in busy]
-        if not free:  # cannot happen with -n <= GPUs (checked in pytest_configure)
-            raise RuntimeError(f"kforge-xdist: no free GPU for worker {gateway.id}: all of "
-                               f"{','.join(self.gpus)} are in use")
-        self.assigned[gateway.id] = free[0]
-        gateway.remote_exec(_PIN_SOURCE.format(gpu=free[0], env=ENV_PINNED)).waitclose()
+        load = {g: 0 for g in self.gpus}
+        for g in self.assigned.values():
+            load[g] += 1
+        free = [g for g in self.gpus if load[g] < self.per_gpu]
+        if not free:  # cannot happen with -n <= GPUs x K (checked in pytest_configure)
+            raise RuntimeError(f"kforge-xdist: no free GPU slot for worker {gateway.id}: all of "
+                               f"{','.join(self.gpus)} have {self.per_gpu} worker(s)")
+        gpu = min(free, key=lambda g: load[g])  # round-robin: first the GPUs with fewest workers
+        self.assigned[gateway.id] = gpu
+        gateway.remote_exec(_PIN_SOURCE.format(gpu=gpu, env=ENV_PINNED, share_env=ENV_SHARE,
+                                               share=str(self.per_gpu))).waitclose()
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
@@ -386,3 +396,9 @@ class _Controller:
             f"kforge-xdist: merged {len(results)} timings and {len(correctness)} correctness records from "
             f"{len(self.workers)} workers ({pins or 'none'}); pytest-benchmark's 'disabled under xdist' "
             f"warning does not apply to them")
+        if self.per_gpu > 1 and self.gpus:
+            n = len(self.workers) or _n_workers(self.config)
+            used = len({d.get("gpu") for d in self.workers.values()} - {None}) or len(self.gpus)
+            terminalreporter.write_line(
+                f"kforge-xdist: {n} workers sharing {used} GPU{'s' if used != 1 else ''} (K={self.per_gpu}): "
+                f"GPU sections serialised by a file lock per GPU, compiles in parallel")

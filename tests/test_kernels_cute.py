@@ -271,3 +271,16 @@ def test_declared_features_name_knowledge_entries() -> None:
         declared += 1
         assert set(feats) <= names, f"{path.name}: unknown FEATURES {sorted(set(feats) - names)}"
     assert declared >= 11
+
+
+def test_pairing_kinds_round_splits_up_and_leave_half_the_partials() -> None:
+    """v22_cute..v24_cute: 2k splits merge in k clusters of 2; 2 splits write the output directly."""
+    host = _host()
+    pair_kinds = ("sm90_seesaw_pair", "sm90_seesaw_pair_bf16", "sm90_seesaw_pair_l2")
+    for kind in pair_kinds:
+        assert host.split_plan(kind, 1) == (1, 1, False)  # spec: one split, no cluster
+        assert host.split_plan(kind, 2) == (2, 1, True)  # decode: one pair, direct
+        assert host.split_plan(kind, 3) == (4, 2, True)
+        assert host.split_plan(kind, 16) == (16, 8, True)
+    assert host.split_plan("sm90_seesaw_ownp_evict", 3) == (3, 3, False)
+    assert [host._pair_exchange_global(k) for k in pair_kinds] == [False, False, True]

@@ -8,8 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_plugin_helpers import write_tiny
 
-from pytest_kforge import fsutil
+from pytest_kforge import fsutil, gpushare, xdist
 from pytest_kforge.xdist import benchmark_entry, detect_gpus, gpu_lock, parallel_args
 
 REPO = Path(__file__).resolve().parents[1]
@@ -246,6 +247,9 @@ def test_auto_workers_follow_the_gpu_count(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     fake = SimpleNamespace(getoption=lambda name, default=None: "3,5,7" if name == "kforge_gpus" else default)
     assert pytest_xdist_auto_num_workers(fake) == 3  # type: ignore[arg-type]
+    opts = {"kforge_gpus": "3,5,7", "kforge_workers_per_gpu": 2}
+    shared = SimpleNamespace(getoption=lambda name, default=None: opts.get(name, default))
+    assert pytest_xdist_auto_num_workers(shared) == 6  # type: ignore[arg-type]  # GPUs x K
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # no GPU: leave -n auto to xdist (CPU count)
     none = SimpleNamespace(getoption=lambda name, default=None: default)
     assert pytest_xdist_auto_num_workers(none) is None  # type: ignore[arg-type]
@@ -276,3 +280,197 @@ def test_benchmark_entry_names_and_samples() -> None:
     bare = benchmark_entry({"version": "v2", "id": "decode-b32", "median_us": 50.0}, "mla")
     assert bare["fullname"] == "kforge::mla::v2[decode-b32]" and bare["samples_s"] == pytest.approx([50e-6])
     assert "median only" in bare["extra_info"]["kforge_samples"]
+
+
+# ---- several workers sharing one GPU (--kforge-workers-per-gpu) ---------------------------------
+def test_k_workers_share_one_gpu_and_too_many_is_a_usage_error(pytester: pytest.Pytester,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    root = _project(pytester, monkeypatch)
+    res = pytester.runpytest_subprocess(*PLUGIN_ARGS, "-n", "3", "--kforge-gpus", "1", "--kforge-workers-per-gpu",
+                                        "3", "--kforge-json", "three.json")
+    res.assert_outcomes(passed=6)
+    assert "kforge-xdist: 3 workers sharing 1 GPU (K=3): GPU sections serialised by a file lock" in res.stdout.str()
+    workers = json.loads((root / "three.json").read_text())["workers"]
+    assert {w: d["gpu"] for w, d in workers.items()} == {"gw0": "0", "gw1": "0", "gw2": "0"}
+    assert {o["cvd"] for o in _observed(root)} == {"0"}
+
+    res = pytester.runpytest_inprocess(*PLUGIN_ARGS, "-n", "4", "--kforge-gpus", "1", "--kforge-workers-per-gpu", "3")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    (err,) = [ln for ln in res.errlines if "xdist workers" in ln]
+    assert "at most 3 workers per GPU (--kforge-workers-per-gpu 3)" in err and "use -n 3" in err
+    for bad in ("0", "x"):
+        res = pytester.runpytest_inprocess(*PLUGIN_ARGS, "-n", "1", "--kforge-workers-per-gpu", bad)
+        assert res.ret == pytest.ExitCode.USAGE_ERROR
+        assert f"argument --kforge-workers-per-gpu: expected an integer >= 1, got '{bad}'" in res.stderr.str()
+    monkeypatch.setenv("KFORGE_WORKERS_PER_GPU", "0")
+    res = pytester.runpytest_inprocess(*PLUGIN_ARGS, "-n", "1")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR and "expected an integer >= 1, got '0'" in res.stderr.str()
+
+
+def test_workers_fill_gpu_slots_round_robin(monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    sent: list[str] = []
+
+    def gateway(wid: str) -> SimpleNamespace:
+        return SimpleNamespace(id=wid, remote_exec=lambda src: sent.append(src) or SimpleNamespace(waitclose=lambda: None))
+
+    ctl = xdist._Controller(None, ["0", "1"], 2)  # type: ignore[arg-type]
+    for i in range(4):
+        ctl.pytest_xdist_newgateway(gateway(f"gw{i}"))
+    assert ctl.assigned == {"gw0": "0", "gw1": "1", "gw2": "0", "gw3": "1"}
+    assert "'KFORGE_XDIST_SHARE'] = '2'" in sent[0]
+    with pytest.raises(RuntimeError, match="no free GPU slot"):
+        ctl.pytest_xdist_newgateway(gateway("gw4"))
+    del ctl.assigned["gw2"]  # a crashed worker's slot goes to its replacement
+    ctl.pytest_xdist_newgateway(gateway("gw5"))
+    assert ctl.assigned["gw5"] == "0"
+
+
+REC_VERSION = '''
+import fcntl, json, os, time
+
+LANGUAGE = "torch"
+PARENT = "v0"
+DESCRIPTION = "records its calls and its prepare calls"
+CONFIG = {"tag": 1}
+
+
+def _log(**rec):
+    with open(os.path.join(os.environ["TRACE_DIR"], f"{os.getpid()}.jsonl"), "a") as fh:
+        fh.write(json.dumps({**rec, "pid": os.getpid()}) + "\\n")
+
+
+def _lock_taken():
+    path = os.path.join(os.environ["KFORGE_LOCK_DIR"], f"gpu-{os.environ.get('KFORGE_XDIST_GPU')}.lock")
+    if not os.path.exists(path):
+        return False
+    fd = os.open(path, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a new open file: fails even if this process holds it
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+
+
+def prepare(params, config):
+    t0 = time.time()
+    from pytest_kforge.xdist import gpu_lock
+
+    with gpu_lock(os.environ["KFORGE_XDIST_GPU"], timeout=10):  # times out inside this process's own section
+        pass
+    time.sleep(0.02)
+    _log(kind="prepare", t0=t0, t1=time.time(), params=dict(params), config=dict(config))
+
+
+def run(x, *, y, config=None):
+    t0 = time.time()
+    taken = _lock_taken()
+    time.sleep(0.003)
+    y.copy_(x * 2 + 1)
+    _log(kind="run", t0=t0, t1=time.time(), taken=taken)
+    return (y,)
+'''
+BAD_PREPARE = '''
+LANGUAGE = "torch"
+PARENT = "v0"
+DESCRIPTION = "prepare fails (a compile error)"
+CONFIG = {}
+
+
+def prepare(params, config):
+    raise RuntimeError("prepare failed: no such tile shape")
+
+
+def run(x, *, y, config=None):
+    y.copy_(x * 2 + 1)
+    return (y,)
+'''
+CORE_ARGS = ("--kernel", "tiny", "--kernel-version", "v11_rec,v12_badprep", "--kforge-device", "cpu",
+             "--kforge-rounds", "5", "--kforge-warmup", "1", "--kforge-examples", "2", "-p", "no:cacheprovider")
+
+
+def _core_project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    """The core harness's tiny kernel plus a recording version and one whose prepare() raises."""
+    root = write_tiny(pytester.path)
+    (root / "kernels" / "tiny" / "v11_rec.py").write_text(REC_VERSION)
+    (root / "kernels" / "tiny" / "v12_badprep.py").write_text(BAD_PREPARE)
+    trace, locks = root / "trace", root / "locks"
+    trace.mkdir()
+    monkeypatch.setenv("TRACE_DIR", str(trace))
+    monkeypatch.setenv("KFORGE_LOCK_DIR", str(locks))
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    for var in ("CUDA_VISIBLE_DEVICES", "KFORGE_GPUS", "KFORGE_XDIST_GPU", "KFORGE_XDIST_SHARE",
+                "KFORGE_WORKERS_PER_GPU"):
+        monkeypatch.delenv(var, raising=False)
+    return trace, locks
+
+
+def _trace(trace: Path) -> list[dict]:
+    events = [json.loads(line) for p in sorted(trace.glob("*.jsonl")) for line in p.read_text().splitlines()]
+    for p in trace.glob("*.jsonl"):
+        p.unlink()
+    return events
+
+
+def test_shared_gpu_sections_never_overlap_and_compile_outside_the_lock(pytester: pytest.Pytester,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    trace, locks = _core_project(pytester, monkeypatch)
+    res = pytester.runpytest_subprocess(*CORE_ARGS, "-n", "3", "--kforge-gpus", "1", "--kforge-workers-per-gpu", "3")
+    # v11_rec: 2 correctness + fuzz + 2 trials pass; v12_badprep: each of its 5 tests fails with prepare's error
+    res.assert_outcomes(passed=5, failed=5)
+    failed = [ln for ln in res.outlines if ln.startswith("FAILED")]
+    assert len(failed) == 5 and all("v12_badprep" in ln and "RuntimeError: prep" in ln for ln in failed), failed
+    assert res.stdout.str().count("RuntimeError: prepare failed: no such tile shape") >= 5
+    assert (locks / "gpu-0.lock").exists()
+
+    events = _trace(trace)
+    runs = [e for e in events if e["kind"] == "run"]
+    prepares = [e for e in events if e["kind"] == "prepare"]
+    assert len({e["pid"] for e in runs}) >= 2 and all(e["taken"] for e in runs)
+    overlaps = [(a, b) for a in runs for b in runs if a["pid"] != b["pid"] and a["t0"] < b["t1"] and b["t0"] < a["t1"]]
+    assert not overlaps, overlaps[:2]
+    # prepare ran in every section (outside the lock: its own probe of the lock succeeded), with the CONFIG
+    assert {e["pid"] for e in prepares} == {e["pid"] for e in runs}
+    assert {256, 4096} <= {e["params"]["n"] for e in prepares} and len(prepares) >= 5
+    assert all(e["config"] == {"tag": 1} for e in prepares)
+
+
+def test_unshared_runs_take_no_lock_and_never_call_prepare(pytester: pytest.Pytester,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    trace, locks = _core_project(pytester, monkeypatch)
+    for extra in ((), ("-n", "2", "--kforge-gpus", "0,1")):
+        res = pytester.runpytest_subprocess(*CORE_ARGS, *extra)
+        res.assert_outcomes(passed=10)  # the harness never calls v12_badprep's prepare
+        assert "sharing" not in res.stdout.str()
+        events = _trace(trace)
+        assert events and {e["kind"] for e in events} == {"run"} and not any(e["taken"] for e in events)
+    assert not locks.exists()
+
+
+def test_gpu_section_is_a_no_op_unless_shared(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    calls: list[tuple[dict, dict]] = []
+    version = SimpleNamespace(module=SimpleNamespace(prepare=lambda p, c: calls.append((p, c))), config={"a": 1})
+    monkeypatch.setenv("KFORGE_LOCK_DIR", str(tmp_path))
+    for pinned, share in ((None, "3"), ("0", None), ("0", "1")):
+        for var, val in (("KFORGE_XDIST_GPU", pinned), ("KFORGE_XDIST_SHARE", share)):
+            monkeypatch.delenv(var, raising=False) if val is None else monkeypatch.setenv(var, val)
+        with gpushare.gpu_section(version, {"n": 1}):  # type: ignore[arg-type]
+            pass
+    assert calls == [] and not list(tmp_path.iterdir())
+
+    monkeypatch.setenv("KFORGE_XDIST_GPU", "0")
+    monkeypatch.setenv("KFORGE_XDIST_SHARE", "2")
+    with gpushare.gpu_section(version, {"n": 1}), pytest.raises(fsutil.LockTimeout), \
+            gpu_lock("0", timeout=0.1):  # type: ignore[arg-type]  # held by the section
+        pass
+    assert calls == [({"n": 1}, {"a": 1})]
+    monkeypatch.setattr(gpushare, "LOCK_TIMEOUT_S", 0.1)
+    with gpu_lock("0"), pytest.raises(fsutil.LockTimeout, match="waited more than .* for GPU 0, which it shares"), \
+            gpushare.gpu_section(version, {"n": 1}):  # type: ignore[arg-type]
+        pass

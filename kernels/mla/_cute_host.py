@@ -64,7 +64,8 @@ def _arch() -> str:
 KINDS = ("sm80", "sm80_dedup", "sm90", "sm90_pvfirst", "sm90_lazy", "sm90_bf16p", "sm90_seesaw", "sm90_seesaw_chunked",
          "sm90_seesaw_fused", "sm90_seesaw_early", "sm90_seesaw_wcomb", "sm90_seesaw_pf", "sm90_seesaw_pf_pdl",
          "sm90_stagger", "sm90_stagger_evict", "sm90_stagger_ordered", "sm90_seesaw_ownp",
-         "sm90_seesaw_ownp_evict", "sm90_seesaw_qregs", "sm90_seesaw_mcast")
+         "sm90_seesaw_ownp_evict", "sm90_seesaw_qregs", "sm90_seesaw_mcast", "sm90_seesaw_pair",
+         "sm90_seesaw_pair_bf16", "sm90_seesaw_pair_l2")
 
 
 def _check_kind(kind: str) -> None:
@@ -94,6 +95,11 @@ def _kernel_class(kind: str) -> Any:
             from kforge_kernels.mla._cute_seesaw_fused import MlaSplitSm90SeesawFused
 
             return MlaSplitSm90SeesawFused
+        if kind.startswith("sm90_seesaw_pair"):
+            from kforge_kernels.mla import _cute_seesaw_pair as sp
+
+            return {"sm90_seesaw_pair": sp.MlaSplitSm90SeesawPair, "sm90_seesaw_pair_bf16": sp.MlaSplitSm90SeesawPairBf16,
+                    "sm90_seesaw_pair_l2": sp.MlaSplitSm90SeesawPairL2}[kind]
         return {
             "sm90_seesaw": ss.MlaSplitSm90Seesaw, "sm90_seesaw_chunked": ss.MlaSplitSm90SeesawChunked,
             "sm90_seesaw_early": ss.MlaSplitSm90SeesawEarly,
@@ -117,7 +123,8 @@ def _combine_class(kind: str) -> Any:
         return MlaCombineOnePass
     if kind in ("sm90_seesaw_wcomb", "sm90_seesaw_pf", "sm90_seesaw_pf_pdl", "sm90_stagger", "sm90_stagger_evict",
                 "sm90_stagger_ordered", "sm90_seesaw_ownp", "sm90_seesaw_ownp_evict",
-                "sm90_seesaw_qregs", "sm90_seesaw_mcast"):
+                "sm90_seesaw_qregs", "sm90_seesaw_mcast", "sm90_seesaw_pair",
+         "sm90_seesaw_pair_bf16", "sm90_seesaw_pair_l2"):
         from kforge_kernels.mla import _cute_combine3 as c3
 
         return c3.MlaCombineWarpRowsPdl if kind == "sm90_seesaw_pf_pdl" else c3.MlaCombineWarpRows
@@ -136,19 +143,43 @@ def _fused(kind: str) -> bool:
     return kind == "sm90_seesaw_fused"
 
 
+def split_plan(kind: str, splits: int) -> tuple[int, int, bool]:
+    """(CTAs per row block along the KV, partials they leave, paired) for ``splits`` chosen splits.
+
+    A pairing kind (v22_cute) rounds 2+ splits up to an even count and merges each pair in a
+    2-CTA cluster, so 2 splits leave one result (written directly) and 2k leave k partials.
+    """
+    if kind.startswith("sm90_seesaw_pair") and splits > 1:
+        splits += splits % 2
+        return splits, splits // 2, True
+    return splits, splits, False
+
+
+#: fp32 words of a pairing kernel's global exchange per (pair, receiving rank): 128 threads x (128 O + 2 lse)
+PAIR_EXCHANGE_WORDS = 128 * 130
+
+
+def _pair_exchange_global(kind: str) -> bool:
+    """Whether ``kind``'s split pairs exchange O through global memory (a workspace in the counter argument)."""
+    return kind == "sm90_seesaw_pair_l2"
+
+
 def _bf16_partials(kind: str) -> bool:
     """Whether ``kind`` writes bf16 split partials (merged by ``_cute_combine2``) instead of fp32."""
     return kind in ("sm90_lazy", "sm90_bf16p")
 
 
-def compiled(kind: str, s: int, h: int, stages: int, direct: bool = False) -> tuple[Any, Any, int, int]:
+def compiled(kind: str, s: int, h: int, stages: int, direct: bool = False,
+             paired: bool = False) -> tuple[Any, Any, int, int]:
     """Compile (once) the split kernel ``kind`` (+ the combine kernel unless ``direct``).
+
+    ``paired``: the variant whose splits merge in pairs (see :func:`split_plan`).
 
     Returns (split fn, combine fn or None, padded rows per sequence, 64-row blocks per sequence).
     """
     if direct and kind == "sm80":
         raise ValueError("kernel kind 'sm80' has no direct (single-split) epilogue; use 'sm80_dedup' or an sm90 kind.")
-    key = (kind, s, h, stages, direct, _arch())
+    key = (kind, s, h, stages, direct, _arch()) + (("paired",) if paired else ())
     hit = _CACHE.get(key)
     if hit is not None:
         return hit
@@ -162,11 +193,11 @@ def compiled(kind: str, s: int, h: int, stages: int, direct: bool = False) -> tu
     def p(dt, align=16):  # dummy address: compilation only looks at types and alignment
         return make_ptr(dt, 1 << 20, cute.AddressSpace.gmem, assumed_align=align)
 
-    main = _kernel_class(kind)(s, h, stages, direct)
+    main = _kernel_class(kind)(s, h, stages, direct, *((True,) if paired else ()))
     stream = cuda.CUstream(0)
     pdt = bf if _bf16_partials(kind) else f32
     # sm90 kinds also take the final out / lse and the split counters (used when fused)
-    finals = (p(bf), p(f32, 4), p(i32, 4)) if _sm90(kind) else ()
+    finals = (p(bf), p(f32, 4), p(f32, 16) if _pair_exchange_global(kind) else p(i32, 4)) if _sm90(kind) else ()
     f_main = cute.compile(
         main, p(bf), p(bf), p(i32, 4), p(i32, 4), p(bf if direct else pdt), p(f32, 4 if direct else 16), *finals,
         i32(1), i32(1), i32(1), i32(1), f32(1.0), stream, options=COMPILE_OPTIONS,
@@ -187,7 +218,8 @@ def prepare(kind: str, params: Mapping[str, int], config: Mapping[str, Any], all
     b, s, h, t = (int(params[k]) for k in ("b", "s", "h", "t"))
     stages = int(config.get("stages", 2))
     splits = choose_splits(b * math.ceil(s * h / BLOCK_M), math.ceil(t / PAGE), config)
-    compiled(kind, s, h, stages, direct=allow_direct and splits == 1)
+    _, slots, paired = split_plan(kind, splits)
+    compiled(kind, s, h, stages, direct=allow_direct and slots == 1, paired=paired)
 
 
 def run_split_combine(
@@ -209,7 +241,7 @@ def run_split_combine(
     stages = int(config.get("stages", 2))
     m_blocks = math.ceil(s * h / BLOCK_M)
     max_blocks = int(block_table.shape[1])
-    splits = choose_splits(b * m_blocks, max_blocks, config)
+    splits, slots, paired = split_plan(kind, choose_splits(b * m_blocks, max_blocks, config))
     q, kv_cache = q.contiguous(), kv_cache.contiguous()
     # cp.async moves 16-byte chunks: an unaligned view (rare) gets an aligned copy
     q = q if q.data_ptr() % 16 == 0 else q.clone()
@@ -231,14 +263,17 @@ def run_split_combine(
     # an sm90 kernel also takes out, lse and a counter array; only a fused one uses them, the
     # others get out / lse / cache_seqlens as placeholders (never read or written)
     finals = (ptr(bf, o_dst), ptr(f32, l_dst, 4), ptr(i32, cache_seqlens, 4)) if _sm90(kind) else ()
-    if allow_direct and splits == 1:
-        f_main, _, _, _ = compiled(kind, s, h, stages, direct=True)
+    if paired and _pair_exchange_global(kind):
+        ws = torch.empty(b * m_blocks * splits * PAIR_EXCHANGE_WORDS, dtype=torch.float32, device=dev)
+        finals = (*finals[:2], ptr(f32, ws, 16))
+    if allow_direct and slots == 1:
+        f_main, _, _, _ = compiled(kind, s, h, stages, direct=True, paired=paired)
         f_main(*ins, ptr(bf, o_dst), ptr(f32, l_dst, 4), *finals, *sizes, stream)
     else:
-        f_main, f_comb, rows_pad, _ = compiled(kind, s, h, stages)
+        f_main, f_comb, rows_pad, _ = compiled(kind, s, h, stages, paired=paired)
         pbf = _bf16_partials(kind)
-        opart = torch.empty(splits, b, rows_pad, D_V, dtype=torch.bfloat16 if pbf else torch.float32, device=dev)
-        lpart = torch.empty(splits, b, rows_pad, dtype=torch.float32, device=dev)
+        opart = torch.empty(slots, b, rows_pad, D_V, dtype=torch.bfloat16 if pbf else torch.float32, device=dev)
+        lpart = torch.empty(slots, b, rows_pad, dtype=torch.float32, device=dev)
         parts = (ptr(bf if pbf else f32, opart), ptr(f32, lpart))
         if _fused(kind):
             # one arrival counter per (sequence, row block), zeroed in stream order before the launch
@@ -246,7 +281,7 @@ def run_split_combine(
             f_main(*ins, *parts, ptr(bf, o_dst), ptr(f32, l_dst, 4), ptr(i32, sem, 4), *sizes, stream)
         else:
             f_main(*ins, *parts, *finals, *sizes, stream)
-            f_comb(*parts, ptr(bf, o_dst), ptr(f32, l_dst, 4), i32(b), i32(splits), stream)
+            f_comb(*parts, ptr(bf, o_dst), ptr(f32, l_dst, 4), i32(b), i32(slots), stream)
     if not dense:
         out.copy_(o_dst)
         lse.copy_(l_dst)

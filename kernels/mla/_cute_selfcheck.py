@@ -39,6 +39,7 @@ FUZZ = [  # (b, s, h, seqlens, config overrides); few distinct (s, h): each one 
     (2, 1, 16, [777, 64], {}),
     (3, 5, 32, [5, 130, 2049], {"num_splits": 3}),  # 160 rows: a partial 64-row block
     (2, 5, 32, [50, 3000], {"num_splits": 1}),  # same shape, single split (v3: direct epilogue)
+    (2, 1, 128, [40, 3000], {"num_splits": 2}),  # decode's split count, one split empty (v22: a pair merges it)
 ]
 TRIALS = ("decode", "spec")
 

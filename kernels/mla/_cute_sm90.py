@@ -79,8 +79,10 @@ class MlaSplitSm90(HalfPageConsumer, SplitEpilogue):
     l2_prefetch_pages = 0
     #: let the dependent combine grid launch at once (programmatic dependent launch, v14_cute)
     pdl_trigger = False
+    #: the kind may run its splits in 2-CTA clusters that merge in shared memory (``_cute_seesaw_pair``)
+    pair_splits = False
 
-    def __init__(self, s: int, h: int, stages: int = 2, direct: bool = False):
+    def __init__(self, s: int, h: int, stages: int = 2, direct: bool = False, paired: bool = False):
         if stages != 2:
             raise ValueError(f"the sm90 kernel has room for 2 KV stages only (Q + 2 pages + P = 224 KB), got {stages}")
         self.s, self.h, self.stages, self.direct = s, h, stages, direct
@@ -91,6 +93,10 @@ class MlaSplitSm90(HalfPageConsumer, SplitEpilogue):
         self.regs_producer, self.regs_consumer = 40, 232
         # CTAs per cluster along the row blocks (TMA multicast of each KV block): only when they pair up
         self.cluster = self.cluster_rows if self.m_blocks % self.cluster_rows == 0 else 1
+        if paired and not self.pair_splits:
+            raise ValueError(f"{type(self).__name__} cannot run its splits as merging pairs")
+        # splits 2i and 2i + 1 form a cluster (grid z); rank 0 merges both (v22_cute)
+        self.pair = paired
 
     @cute.jit
     def __call__(
@@ -173,6 +179,7 @@ class MlaSplitSm90(HalfPageConsumer, SplitEpilogue):
             sQ_layout, sKV_layout, sV_layout, sP_layout, red_layout, Smem,
         )
         cluster_kw = {"cluster": (self.cluster, 1, 1)} if self.cluster > 1 else {}
+        cluster_kw = {"cluster": (1, 1, 2)} if self.pair else cluster_kw
         kern.launch(grid=(self.m_blocks, b, splits), block=(self.threads, 1, 1), stream=stream, min_blocks_per_mp=1,
                     **cluster_kw)
 
@@ -323,8 +330,9 @@ class MlaSplitSm90(HalfPageConsumer, SplitEpilogue):
             else:
                 self._half_page_consumer(qk_mma, pv_mma, tidx, wg, m_block, bi, split, t, p_begin, n_iter,
                                          q_pipe, kv_pipe, sQ, sKV, sV, sP, sRed, mOp, mLp, scale_log2)
-        if cutlass.const_expr(self.cluster > 1):
+        if cutlass.const_expr(self.cluster > 1 or self.pair):
             # no CTA may exit while a peer can still multicast into it or arrive on its empty barriers
+            # (pairs: the producer's arrival counts for the consumers' first merge barrier)
             cute.arch.cluster_arrive()
             cute.arch.cluster_wait()
 

@@ -25,6 +25,9 @@ class SplitEpilogue:
         if self.direct:
             gO = cute.local_tile(mOp[bi, None, None], (BLOCK_M, D_V // 2), (m_block, c))
         else:
+            if self.pair:
+                split = split // 2  # a merging pair of splits writes one partial
+
             gO = cute.local_tile(mOp[split, bi, None, None], (BLOCK_M, D_V // 2), (m_block, c))
         acc_O = cute.make_rmem_tensor(thr_pv.partition_shape_C((BLOCK_M, D_V // 2)), cutlass.Float32)
         acc_O.fill(0.0)
