@@ -135,6 +135,11 @@ class KforgeSession:
     # ---- results ---------------------------------------------------------------------------------
     def add_result(self, result: Mapping[str, Any]) -> None:
         self.results.append(dict(result))
+        if self.json_path is not None:  # survives a run killed before sessionfinish (pytest_kforge.journal)
+            from .journal import append
+
+            append(self.json_path, result, {"kernel": self.selection.kernel.name if self.selection else None,
+                                            "device": self.device, "seed": self.seed, "started": self.started})
 
     def add_correctness(self, version: str, nodeid: str, passed: bool, message: str) -> None:
         self.correctness.append({"version": version, "test": nodeid, "passed": passed, "message": message})
@@ -160,8 +165,11 @@ class KforgeSession:
             return None
         from .fsutil import atomic_write_text
 
+        from .journal import journal_path
+
         self.json_path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(self.json_path, json.dumps(payload or self.payload(), indent=2, default=str) + "\n")
+        journal_path(self.json_path).unlink(missing_ok=True)  # the complete JSON replaces it
         return self.json_path
 
     # ---- summary ---------------------------------------------------------------------------------
