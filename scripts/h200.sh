@@ -8,6 +8,7 @@
 #   bash scripts/h200.sh cutile            # (cutile staged) cuTile tile sweep, suite of v0 + cuTile line
 #   bash scripts/h200.sh peers   BEST=v6   # (+cute1, peers) peers side by side, trust GPU checks, v0 profile
 #   bash scripts/h200.sh all     BEST=v6   # (+cute2) suite of every version, benchmark compare, ncu vs harness
+#                                          # (WORKERS=12: 12 xdist workers share the GPU, ~3x faster)
 #   bash scripts/h200.sh loop    BEST=v6   # orchestrator: 2 iterations, killed in VERIFY, resumed
 #   bash scripts/h200.sh trust             # trust/adversarial tests on the GPU
 #   bash scripts/h200.sh cute VERSIONS=v4_cute   # (cute staged) CuTe self-check + harness suite (+ ncu)
@@ -66,7 +67,8 @@ unfinished() { local v out=() cur
   cur=$(tail -n 1 "$2" 2>/dev/null | grep -vE ' (PASSED|FAILED|SKIPPED|ERROR|XFAIL|XPASS)' |
         sed -n 's/.*\[mla-\(v[0-9][0-9a-z_]*\)[]-].*/\1/p')
   for v in $(mla_versions "$1" | tr ',' ' '); do
-    if [ "$v" = "$cur" ] || ! grep -qE "test_trial\[mla-$v-.*\] (PASSED|FAILED|SKIPPED|ERROR)" "$2" 2>/dev/null; then
+    # one process: "...::test_trial[mla-v-...] PASSED"; xdist workers: "[gw3] [ 50%] PASSED ...::test_trial[mla-v-...]"
+    if [ "$v" = "$cur" ] || ! grep -qE "test_trial\[mla-$v-.*\] (PASSED|FAILED|SKIPPED|ERROR)|(PASSED|FAILED|SKIPPED|ERROR) .*test_trial\[mla-$v-" "$2" 2>/dev/null; then
       out+=("$v"); fi
   done
   (IFS=,; echo "${out[*]}"); }
@@ -119,7 +121,10 @@ all)
   [ -n "${SKIP_COMPARE:-}" ] || reserve=$((reserve + 100 + 10))
   [ -n "${SKIP_NCU:-}" ] || reserve=$((reserve + 120 + 10))
   cap=$(( $(left) - 10 - reserve )); [ "$cap" -ge 15 ] || cap=0  # 0: not run
-  TAIL=30 run "$name" "${SUITE_S:-$cap}" python3 -m pytest --kernel mla --kernel-version "$V" \
+  # WORKERS=K: K xdist workers share the GPU (compiles in parallel, GPU sections under its lock;
+  # timings noisier than a run of their own: README "Parallel runs")
+  par=(); [ "${WORKERS:-1}" -gt 1 ] && par=(-n "$WORKERS" --kforge-workers-per-gpu "$WORKERS")
+  TAIL=30 run "$name" "${SUITE_S:-$cap}" python3 -m pytest --kernel mla --kernel-version "$V" "${par[@]}" \
       -p no:cacheprovider -rs -v --kforge-examples 8 --kforge-json="$KF/$name.json" --benchmark-autosave \
       --benchmark-storage="$S"
   if [ "$RC" -eq 124 ] || [ "$RC" -eq 137 ] || [ "$RC" -eq 125 ]; then
@@ -128,6 +133,9 @@ all)
     [ -z "$missed" ] || log "$name: run them in another call: bash scripts/h200.sh all VERSIONS=$missed BEST=$BEST" \
         "(add SKIP_COMPARE=1 SKIP_NCU=1 unless v0 and $BEST are among them)"
     echo "${missed:-}" >"$KF/$name.not-run.txt"
+    # the trials that did finish are in the journal: rebuild the results JSON from it
+    [ ! -f "$KF/$name.json.partial.jsonl" ] || run journal 30 python3 -m pytest_kforge.journal \
+        "$KF/$name.json.partial.jsonl" "$KF/$name.json"
   fi
   [ -n "${SKIP_COMPARE:-}" ] || TAIL=30 run suite-compare 100 python3 -m pytest --kernel mla --kernel-version "v0,$BEST" -k test_trial \
       -p no:cacheprovider --kforge-json="$KF/suite-rerun.json" --benchmark-autosave \

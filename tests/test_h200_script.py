@@ -66,13 +66,18 @@ def test_unfinished_names_versions_without_a_finished_trial(tmp_path: Path) -> N
         "::test_trial[mla-v0-decode-b32-s1-t4096-h128] PASSED [ 50%]\n"
         "::test_trial[mla-v1-decode-b32-s1-t4096-h128] SKIPPED (v1 is written in...) [ 60%]\n"
         "::test_trial[mla-v10-decode-b32-s1-t4096-h128] ")  # running when the cap hit
+    (tmp_path / "xdist.log").write_text(  # -v under xdist: outcome first, tests of several workers interleaved
+        "[gw1] [ 40%] PASSED pytest_kforge/collect.py::test_trial[mla-v1_cute-spec-b32-s16-t4096-h128] \n"
+        "pytest_kforge/collect.py::test_trial[mla-v0-decode-b32-s1-t4096-h128] \n"
+        "[gw0] [ 50%] FAILED pytest_kforge/collect.py::test_trial[mla-v10-decode-b32-s1-t4096-h128] \n")
     res = _helpers(tmp_path, """
         mla_versions all
         unfinished all suite.log
         unfinished v0,v1 suite.log
         unfinished v0,v10 missing.log
+        unfinished all xdist.log
         """)
-    assert res.stdout.splitlines() == ["v0,v1,v1_cute,v10", "v1_cute,v10", "", "v0,v10"]
+    assert res.stdout.splitlines() == ["v0,v1,v1_cute,v10", "v1_cute,v10", "", "v0,v10", "v0,v1"]
 
 
 FAKE_PYTHON = '''#!{python}
@@ -81,6 +86,9 @@ import json, os, sys, time
 with open(os.environ["FAKE_ARGV_LOG"], "a") as fh:
     fh.write(json.dumps(sys.argv[1:]) + "\\n")
 if sys.argv[1:3] == ["-m", "pytest"] and "--benchmark-compare" not in sys.argv:
+    journal = next(a.split("=", 1)[1] for a in sys.argv if a.startswith("--kforge-json=")) + ".partial.jsonl"
+    with open(journal, "a") as fh:
+        fh.write(json.dumps({{"meta": {{"kernel": "mla"}}, "result": {{"version": "v0"}}}}) + "\\n")
     print("::test_trial[mla-v0-decode-b32-s1-t4096-h128] PASSED [ 33%]")
     print("::test_trial[mla-v1-decode-b32-s1-t4096-h128] ", end="", flush=True)
     time.sleep(60)
@@ -114,6 +122,18 @@ def test_all_step_names_the_versions_a_cap_left_unfinished(tmp_path: Path) -> No
     with tarfile.open(tmp_path / "out" / "kf-all.tgz") as tar:
         assert "kf/suite-all-v0-v2.not-run.txt" in tar.getnames()
     assert (tmp_path / "kf" / "suite-all-v0-v2.not-run.txt").read_text() == "v1,v2\n"
+    # the finished trial's row, journalled, is turned back into the results JSON
+    assert ["-m", "pytest_kforge.journal", str(tmp_path / "kf" / "suite-all-v0-v2.json.partial.jsonl"),
+            str(tmp_path / "kf" / "suite-all-v0-v2.json")] in argv
+    assert "-n" not in suite  # one process unless WORKERS is given
+
+
+def test_all_step_with_workers_shares_the_gpu(tmp_path: Path) -> None:
+    _log, argv = _all_step(tmp_path, "VERSIONS=v0,v1", "BEST=v1", "SUITE_S=2", "SKIP_NCU=1", "SKIP_COMPARE=1",
+                           "WORKERS=12")
+    suite = next(a for a in argv if "--kernel-version" in a and "v0,v1" in a)
+    i = suite.index("-n")
+    assert suite[i:i + 4] == ["-n", "12", "--kforge-workers-per-gpu", "12"]
 
 
 def test_all_step_part_without_v0_and_best_skips_the_compare(tmp_path: Path) -> None:
