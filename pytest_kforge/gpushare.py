@@ -46,12 +46,21 @@ def gpu_lock(gpu: str | None = None, *, timeout: float = 3600.0) -> Iterator[Non
     (``fcntl``), so a crashed holder never leaves the GPU locked.
     """
     if gpu is None:
-        ids = [x.strip() for x in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if x.strip()]
-        gpu = ids[0] if ids and ids[0] != "-1" else "0"
+        ids = visible_ids()
+        gpu = ids[0] if ids else "0"
     safe = re.sub(r"[^A-Za-z0-9_-]", "_", str(gpu))
     lock_dir = Path(os.environ.get("KFORGE_LOCK_DIR") or Path(tempfile.gettempdir()) / "kforge-gpu-locks")
     with file_lock(lock_dir / f"gpu-{safe}", timeout=timeout):
         yield
+
+
+def visible_ids() -> list[str] | None:
+    """The GPU ids ``$CUDA_VISIBLE_DEVICES`` lists (``[]`` for ``-1``), or None when it is unset."""
+    cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if cvd is None:
+        return None
+    ids = [x.strip() for x in cvd.split(",") if x.strip()]
+    return [] if ids[:1] == ["-1"] else ids
 
 
 def shared_gpu() -> str | None:

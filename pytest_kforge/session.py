@@ -138,21 +138,24 @@ class KforgeSession:
         if self.json_path is not None:  # survives a run killed before sessionfinish (pytest_kforge.journal)
             from .journal import append
 
-            append(self.json_path, result, {"kernel": self.selection.kernel.name if self.selection else None,
-                                            "device": self.device, "seed": self.seed, "started": self.started})
+            append(self.json_path, result, self._meta())
 
     def add_correctness(self, version: str, nodeid: str, passed: bool, message: str) -> None:
         self.correctness.append({"version": version, "test": nodeid, "passed": passed, "message": message})
 
+    def _meta(self) -> dict[str, Any]:
+        """The run's identity, in the results JSON and in each journal line."""
+        return {"kernel": self.selection.kernel.name if self.selection else None, "device": self.device,
+                "seed": self.seed, "started": self.started}
+
     def payload(self) -> dict[str, Any]:
         from .gpuinfo import gpu_name
 
-        return {
-            "kernel": self.selection.kernel.name if self.selection else None,
+        meta = self._meta()
+        return {  # key order as written before the journal existed: kernel, gpu, device, seed, started
+            "kernel": meta["kernel"],
             "gpu": gpu_name() if self.on_gpu else None,
-            "device": self.device,
-            "seed": self.seed,
-            "started": self.started,
+            **meta,
             "roofline": {"tbs": self.roofline.bandwidth_bytes_per_s / 1e12,
                          "tflops": self.roofline.flops_per_s / 1e12},
             "results": self.results,

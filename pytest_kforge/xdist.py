@@ -40,7 +40,7 @@ from typing import Any
 
 import pytest
 
-from .gpushare import ENV_PINNED, ENV_SHARE, gpu_lock
+from .gpushare import ENV_PINNED, ENV_SHARE, gpu_lock, visible_ids
 
 __all__ = ["detect_gpus", "parallel_args", "gpu_lock", "kforge_store", "benchmark_entry",
            "ENV_OVERRIDE", "ENV_PINNED", "ENV_SHARE", "OUTPUT_KEY"]
@@ -53,18 +53,10 @@ OUTPUT_KEY = "kforge"
 
 
 # ---- GPUs -------------------------------------------------------------------------------------
-def _visible_ids() -> list[str] | None:
-    cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if cvd is None:
-        return None
-    ids = [x.strip() for x in cvd.split(",") if x.strip()]
-    return [] if ids[:1] == ["-1"] else ids
-
-
 def detect_gpus(spec: str | None = None) -> list[str]:
     """The GPU ids workers are pinned to, in worker order (see the module docstring)."""
     spec = (spec or os.environ.get(ENV_OVERRIDE) or "").strip()
-    visible = _visible_ids()
+    visible = visible_ids()
     if spec:
         if spec.isdigit():
             n = int(spec)

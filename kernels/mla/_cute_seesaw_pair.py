@@ -113,12 +113,7 @@ class MlaSplitSm90SeesawPair(MlaSplitSm90SeesawOwnPEvict):
                 if denom != 0.0:
                     lse = top + cute.math.log2(denom, fastmath=True) * LN_2
                 if c == 0 and ctid % 4 == 0:
-                    row = m_block * BLOCK_M + tScS_mn[r, 0][0]
-                    if cutlass.const_expr(self.direct):
-                        if row < self.rows:
-                            mLp[bi, row % self.h, row // self.h] = lse
-                    else:
-                        mLp[split // 2, bi, row] = lse
+                    self._store_lse(mLp, lse, m_block * BLOCK_M + tScS_mn[r, 0][0], bi, split // 2)
             self._store_o(acc_O, tOgO, tScS_mn, m_block)
 
     def _exchange_ptrs(self, xdt, lse_at: int, to_rank, remote: bool, bi, m_block, split):
@@ -150,20 +145,6 @@ class MlaSplitSm90SeesawPair(MlaSplitSm90SeesawOwnPEvict):
         """Row r of exchange slot ``slot`` as a tensor shaped like a fragment row: pairs contiguous."""
         off = cute.assume((r * (cute.size(cols) // 2) * WG + slot) * 2, divby=2)
         return cute.make_tensor(base + off, cute.make_layout(cols, stride=(1, 2 * WG, 0)))
-
-    @cute.jit
-    def _store_o(self, acc_O, tOgO, tScS_mn, m_block):
-        """Rank 0's merged O: bf16 into the output (rows past the last dropped), or the pair's fp32 partial."""
-        if cutlass.const_expr(self.direct):
-            rO = cute.make_fragment_like(acc_O, cutlass.BFloat16)
-            rO.store(acc_O.load().to(cutlass.BFloat16))
-            rO_mn = _mn_view(rO)
-            tOgO_mn = _mn_view(tOgO)
-            for r in cutlass.range_constexpr(cute.size(rO_mn.shape[0])):
-                if m_block * BLOCK_M + tScS_mn[r, 0][0] < self.rows:
-                    cute.autovec_copy(rO_mn[r, None], tOgO_mn[r, None])
-        else:
-            cute.autovec_copy(acc_O, tOgO)
 
 
 class MlaSplitSm90SeesawPairBf16(MlaSplitSm90SeesawPair):

@@ -95,7 +95,7 @@ class MlaSplitSm90(HalfPageConsumer, SplitEpilogue):
         self.cluster = self.cluster_rows if self.m_blocks % self.cluster_rows == 0 else 1
         if paired and not self.pair_splits:
             raise ValueError(f"{type(self).__name__} cannot run its splits as merging pairs")
-        # splits 2i and 2i + 1 form a cluster (grid z); rank 0 merges both (v22_cute)
+        # splits 2i and 2i + 1 form a cluster (grid z) and merge in shared memory (v22_cute)
         self.pair = paired
 
     @cute.jit

@@ -27,7 +27,6 @@ class SplitEpilogue:
         else:
             if self.pair:
                 split = split // 2  # a merging pair of splits writes one partial
-
             gO = cute.local_tile(mOp[split, bi, None, None], (BLOCK_M, D_V // 2), (m_block, c))
         acc_O = cute.make_rmem_tensor(thr_pv.partition_shape_C((BLOCK_M, D_V // 2)), cutlass.Float32)
         acc_O.fill(0.0)
@@ -41,7 +40,6 @@ class SplitEpilogue:
         row inside the 64-row block.  Direct: bf16 O and lse into the outputs (padding rows
         dropped); otherwise fp32 (or bf16) split partials and their lse.
         """
-        bf16 = cutlass.BFloat16
         acc_O_mn = _mn_view(acc_O)
         n_rows = cute.size(acc_O_mn.shape[0])
         for r in cutlass.range_constexpr(n_rows):
@@ -53,17 +51,28 @@ class SplitEpilogue:
                 lse = -cutlass.Float32.inf
                 if not empty:
                     lse = (row_max[r] * scale_log2 + cute.math.log2(total[r], fastmath=True)) * LN_2
-                if cutlass.const_expr(self.direct):
-                    if row < self.rows:
-                        mLp[bi, row % self.h, row // self.h] = lse
-                else:
-                    mLp[split, bi, row] = lse
+                self._store_lse(mLp, lse, row, bi, split)
+        self._store_o(acc_O, tOgO, tScS_mn, m_block)
+
+    @cute.jit
+    def _store_lse(self, mLp, lse, row, bi, slot):
+        """One row's lse: into the final lse (direct; padding rows dropped) or split partial ``slot``."""
+        if cutlass.const_expr(self.direct):
+            if row < self.rows:
+                mLp[bi, row % self.h, row // self.h] = lse
+        else:
+            mLp[slot, bi, row] = lse
+
+    @cute.jit
+    def _store_o(self, acc_O, tOgO, tScS_mn, m_block):
+        """This WG's normalised O: bf16 into the output (padding rows dropped), or the split partial (fp32 or bf16)."""
+        bf16 = cutlass.BFloat16
         if cutlass.const_expr(self.direct):
             rO = cute.make_fragment_like(acc_O, bf16)
             rO.store(acc_O.load().to(bf16))
             rO_mn = _mn_view(rO)
             tOgO_mn = _mn_view(tOgO)
-            for r in cutlass.range_constexpr(n_rows):
+            for r in cutlass.range_constexpr(cute.size(rO_mn.shape[0])):
                 if m_block * BLOCK_M + tScS_mn[r, 0][0] < self.rows:
                     cute.autovec_copy(rO_mn[r, None], tOgO_mn[r, None])
         elif cutlass.const_expr(self.partial_bf16):
