@@ -116,7 +116,7 @@ def test_fuzz(kforge_case: tuple[Version, None], kforge_session: KforgeSession) 
 
 def test_trial(kforge_case: tuple[Version, TrialConfig], kforge_session: KforgeSession, benchmark: Any,
                request: pytest.FixtureRequest) -> None:
-    from .bench import feed_benchmark, run_trial
+    from .bench import EXTRA_INFO_KEYS, feed_benchmark, run_trial
     from .gpuinfo import gpu_identity
 
     version, trial = kforge_case
@@ -130,13 +130,13 @@ def test_trial(kforge_case: tuple[Version, TrialConfig], kforge_session: KforgeS
     ks.add_result(row)
     if res is not None:
         ident = gpu_identity()
-        extra = {k: row.get(k) for k in ("tflops", "gbps", "pct_floor", "floor_us", "median_us", "spread_pct", "host_us",
-                                     "params", "note", "clock", "error")}
+        extra = {k: row.get(k) for k in EXTRA_INFO_KEYS}
         extra.update(version=version.name, language=version.language, gpu=ident["gpu"],
                      driver=ident["driver"], torch=ident["torch"], cuda_tile=ident["cuda-tile"],
                      cutlass_dsl=ident["nvidia-cutlass-dsl"])
         feed_benchmark(benchmark, res.samples_s, extra, group=f"{version.kernel} {row['id']}")
-    if row["note"]:
-        print(f"kforge: {version.name} {trial.id}: {row['note']}")
+    for key in ("note", "clock_note"):
+        if row.get(key):
+            print(f"kforge: {version.name} {trial.id}: {row[key]}")
     if row["error"]:
         pytest.fail(f"{version.kernel} {version.name} {row['id']}: {row['error']}", pytrace=False)

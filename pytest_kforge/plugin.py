@@ -70,6 +70,18 @@ def _int_at_least(low: int) -> Any:
     return parse
 
 
+def _guard_pct(value: str) -> float:
+    try:
+        pct = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--kforge-clock-guard {value!r} is not a number; give a percentage "
+                                         f"like 99, or 0 to turn the guard off") from None
+    if not 0 <= pct < 100:
+        raise argparse.ArgumentTypeError(f"--kforge-clock-guard {value!r} must be from 0 (off) to below 100 "
+                                         f"(% of the GPU's maximum SM clock)")
+    return pct
+
+
 def _positive_float(value: str) -> float:
     try:
         x = float(value)
@@ -102,6 +114,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="timed rounds per trial config, median reported (default 100 or [tool.kforge] rounds)")
     g.addoption("--kforge-warmup", metavar="N", type=_int_at_least(0), default=None,
                 help="untimed launches before timing (default 10 or [tool.kforge] warmup)")
+    g.addoption("--kforge-clock-guard", metavar="PCT", type=_guard_pct, default=None,
+                help="re-take a timed round the GPU ran throttled (power/thermal) below PCT%% of its maximum SM "
+                     "clock (default 99 or [tool.kforge] clock_guard_pct; 0: off)")
     g.addoption("--kforge-seed", metavar="N", type=_int_at_least(0), default=None,
                 help="input seed (default: fresh random each run, printed in the header)")
     g.addoption("--kforge-json", metavar="PATH", type=Path, default=None,
@@ -166,6 +181,7 @@ def pytest_configure(config: pytest.Config) -> None:
         cfg, selection, seed=int(seed), device=device, device_explicit=opt.kforge_device != "auto",
         rounds=opt.kforge_rounds or cfg.rounds,
         warmup=opt.kforge_warmup if opt.kforge_warmup is not None else cfg.warmup,
+        clock_guard_pct=opt.kforge_clock_guard if opt.kforge_clock_guard is not None else cfg.clock_guard_pct,
         roofline=Roofline((opt.kforge_peak_tbs or cfg.peak_bandwidth_tbs) * 1e12,
                           (opt.kforge_peak_tflops or cfg.peak_tflops) * 1e12),
         fuzz_examples=opt.kforge_examples or _default_examples(cfg, device),
@@ -206,7 +222,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         f"kforge: kernel {sel.kernel.name}, versions {', '.join(v.name for v in sel.versions)}, "
         f"trials {', '.join(t.id for t in sel.trials)}, device {where}",
         f"kforge: seed {ks.seed} (reproduce with --kforge-seed {ks.seed}); rounds {ks.rounds}, "
-        f"warm-up {ks.warmup}; roofline {ks.roofline.bandwidth_bytes_per_s / 1e12:g} TB/s, "
+        f"warm-up {ks.warmup}; clock guard {f'{ks.clock_guard_pct:g}%' if ks.clock_guard_pct else 'off'}; roofline {ks.roofline.bandwidth_bytes_per_s / 1e12:g} TB/s, "
         f"{ks.roofline.flops_per_s / 1e12:g} TFLOP/s",
     ]
 

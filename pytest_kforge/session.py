@@ -78,6 +78,7 @@ class KforgeSession:
         fuzz_examples: int,
         bench: bool,
         json_path: Path | None,
+        clock_guard_pct: float = 99.0,
     ) -> None:
         self.config = config
         self.selection = selection
@@ -86,6 +87,7 @@ class KforgeSession:
         self.device_explicit = device_explicit
         self.rounds = rounds
         self.warmup = warmup
+        self.clock_guard_pct = clock_guard_pct  # 0: off (see pytest_kforge.gpuclock)
         self.roofline = roofline
         self.fuzz_examples = fuzz_examples
         self.bench = bench

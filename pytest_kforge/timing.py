@@ -51,6 +51,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .errors import KforgeError
+from .streamaudit import _audit_events, _device_events, _markers, stream_audit  # noqa: F401 - re-exported
 
 __all__ = ["TimingResult", "MeasurementError", "CudaClock", "CpuClock", "make_clock", "time_launch",
            "side_stream_problem", "stream_audit", "floor_problem", "summarize", "FLOOR_MARGIN"]
@@ -90,6 +91,11 @@ class TimingResult:
     warmup: int
     #: host seconds spent inside ``launch()`` per round (issuing the work, not running it)
     host_s: list[float] = dataclasses.field(default_factory=list)
+    #: SM clock (MHz) and NVML clock-event reason mask per round, read while the round ran (CUDA + NVML only)
+    clock_mhz: list[int] = dataclasses.field(default_factory=list)
+    clock_reasons: list[int] = dataclasses.field(default_factory=list)
+    #: rounds thrown away and taken again because the GPU was throttled (:class:`~.gpuclock.ClockGuard`)
+    retaken: int = 0
 
     @property
     def rounds(self) -> int:
@@ -117,7 +123,8 @@ class CudaClock:
 
     label = CUDA_LABEL
 
-    def __init__(self, flush_bytes: int | None = None, device: str = "cuda") -> None:
+    def __init__(self, flush_bytes: int | None = None, device: str = "cuda",
+                 guard_pct: float | None = None) -> None:
         import torch
 
         from .gpuinfo import l2_cache_bytes
@@ -128,6 +135,12 @@ class CudaClock:
         self.flush_label = f"L2 flush: {nbytes / 2**20:.0f} MiB written before each round"
         #: GPU spin before the start event, in cycles; adapted to 2x the last round's host launch time
         self._spin_cycles: int = 400_000  # ~200 us at 1.98 GHz
+        from .gpuclock import DEFAULT_GUARD_PCT, guard_for, reader_for
+
+        self._clock_reader = reader_for(device)
+        #: ``(sm_mhz, reason_mask)`` of the last round (lowest clock, all reasons), None without NVML
+        self.last_sample: tuple[int, int] | None = None
+        self.guard = guard_for(self._clock_reader, DEFAULT_GUARD_PCT if guard_pct is None else guard_pct)
 
     def flush(self) -> None:
         self._flush_buf.fill_(1)
@@ -149,9 +162,15 @@ class CudaClock:
         launch()
         h1 = time.perf_counter()
         end.record()
+        # read while the round's work is queued or running (not an idle clock), and again at its end
+        during = self._clock_reader.sample() if self._clock_reader is not None else None
         host_s = h1 - h0
         self._spin_cycles = int(min(4e6, max(2e5, 2.0 * host_s * 2.0e9)))
         end.synchronize()
+        if during is not None and self._clock_reader is not None:
+            after = self._clock_reader.sample()
+            read = [m for m in (during[0], after[0]) if m > 0]
+            self.last_sample = (min(read) if read else 0, during[1] | after[1])
         t_end = time.perf_counter()
         torch.cuda.synchronize()
         t1 = time.perf_counter()
@@ -183,8 +202,9 @@ class CpuClock:
         return t_end - t0, t1 - t0, t1 - t_end, t_end - t0
 
 
-def make_clock(device: str) -> CudaClock | CpuClock:
-    return CudaClock(device=str(device)) if str(device).startswith("cuda") else CpuClock()
+def make_clock(device: str, guard_pct: float | None = None) -> CudaClock | CpuClock:
+    """The clock for ``device``; ``guard_pct`` sets the CUDA clock's throttle guard (None: default, 0: off)."""
+    return CudaClock(device=str(device), guard_pct=guard_pct) if str(device).startswith("cuda") else CpuClock()
 
 
 def time_launch(launch: Callable[[], Any], *, clock: CudaClock | CpuClock, rounds: int, warmup: int) -> TimingResult:
@@ -198,13 +218,26 @@ def time_launch(launch: Callable[[], Any], *, clock: CudaClock | CpuClock, round
     walls: list[float] = []
     residuals: list[float] = []
     hosts: list[float] = []
-    for _ in range(rounds):
+    mhz: list[int] = []
+    reasons: list[int] = []
+    guard = getattr(clock, "guard", None)
+    retaken = 0
+    while len(samples) < rounds:
         dev, wall, residual, host = clock.round(launch, flush=True)
+        if guard is not None and retaken < rounds and guard.throttled(getattr(clock, "last_sample", None)):
+            retaken += 1  # throttled: let the GPU's power average fall, then take the round again
+            time.sleep(guard.pause_s)
+            continue
         samples.append(dev)
         walls.append(wall)
         residuals.append(residual)
         hosts.append(host)
-    return TimingResult(samples, walls, residuals, overhead, clock.label, clock.flush_label, warmup, hosts)
+        sample = getattr(clock, "last_sample", None)
+        if sample is not None:
+            mhz.append(sample[0])
+            reasons.append(sample[1])
+    return TimingResult(samples, walls, residuals, overhead, clock.label, clock.flush_label, warmup, hosts,
+                        mhz, reasons, retaken)
 
 
 def median_device_us(launch: Callable[[], Any], *, device: str = "cuda", rounds: int = 30, warmup: int = 3) -> float:
@@ -235,130 +268,6 @@ def side_stream_problem(res: TimingResult, *, min_gap_s: float = 50e-6) -> str |
                 f"after the timed stream finished): the work ran outside the timed stream (a side stream "
                 f"or thread not joined back); launch everything on the current stream")
     return None
-
-
-#: kineto activity types kept by the audit (libkineto's names; annotations and syncs are not work)
-_AUDITED_ACTIVITIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
-_MARKER_NAME = "spin_kernel"  # what torch.cuda._sleep launches
-_START_MARKER_CYCLES = 200_000  # ~100 us at 2 GHz; grown until it outlasts the host's launch()
-_END_MARKER_CYCLES = 1_000
-
-AuditEvent = tuple[int, int, int, str]  # (stream, start_ns, end_ns, name)
-
-
-def _audit_events(events: Sequence[AuditEvent], start_marker: AuditEvent, end_marker: AuditEvent,
-                  *, slack_ns: int = 1_000) -> str | None:
-    """Why device ``events`` show work off the timed stream, or None (pure logic of :func:`stream_audit`).
-
-    The timed stream is ``start_marker``'s.  Work on another stream is honest only inside the
-    window from the end of ``start_marker`` to the start of ``end_marker`` (a fork-join: the side
-    stream waited for the current one and was joined back); anything else ran where the timer
-    cannot see it.  ``slack_ns`` absorbs timestamp rounding.
-    """
-    timed = start_marker[0]
-    lo, hi = start_marker[2] - slack_ns, end_marker[1] + slack_ns
-    outside: dict[int, int] = {}
-    for stream, start_ns, end_ns, _name in events:
-        if stream != timed and not (start_ns >= lo and end_ns <= hi):
-            outside[stream] = outside.get(stream, 0) + 1
-    if not outside:
-        return None
-    where = ", ".join(f"{n} kernel{'s' if n != 1 else ''} on stream {sid}" for sid, n in sorted(outside.items()))
-    return (f"the work ran outside the timed stream (a side stream not joined back): {where} "
-            f"outside the timed window (timed stream {timed}); launch everything on the current stream")
-
-
-def _markers(events: Sequence[AuditEvent]) -> tuple[AuditEvent, AuditEvent] | str:
-    """The start and end marker kernels of an audit trace, or why they are not there."""
-    spins = sorted((e for e in events if _MARKER_NAME in e[3]), key=lambda e: e[1])
-    if not spins:
-        return f"no {_MARKER_NAME} marker kernel in the profiler trace ({len(events)} device events)"
-    start = spins[0]
-    ends = [e for e in spins[1:] if e[0] == start[0]]
-    if not ends:
-        return "the end marker kernel is missing from the profiler trace"
-    return start, ends[-1]
-
-
-def _device_events(prof: Any) -> list[AuditEvent] | str:
-    """``(stream, start_ns, end_ns, name)`` of the kernels/memcpys/memsets in a finished profile."""
-    from torch.autograd import DeviceType
-
-    try:
-        raw = prof.profiler.kineto_results.events()
-    except AttributeError as exc:
-        return f"this torch's profiler has no kineto_results.events() ({exc})"
-    out: list[AuditEvent] = []
-    for e in raw:
-        if e.device_type() != DeviceType.CUDA:
-            continue
-        kind = e.activity_type() if hasattr(e, "activity_type") else None
-        if kind is not None and str(kind) not in _AUDITED_ACTIVITIES:
-            continue
-        out.append((int(e.device_resource_id()), int(e.start_ns()), int(e.end_ns()), str(e.name())))
-    return out
-
-
-def stream_audit(launch: Callable[[], Any], notes: list[str] | None = None) -> str | None:
-    """Why one profiled ``launch()`` put work outside the timed stream, or None (CUDA only).
-
-    synchronize; start marker (``torch.cuda._sleep``) on the current stream; ``launch()``; end
-    marker; synchronize -- all under ``torch.profiler`` (CUDA activities) -- then
-    :func:`_audit_events` on the trace.  The start marker is lengthened until it is still running
-    when ``launch()`` returns, so side-stream work that does not wait for the current stream
-    always starts before the window opens.  When the audit cannot run (no CUDA, profiler missing
-    or busy, no markers in the trace) it returns None and appends ``"stream audit unavailable:
-    <reason>"`` to ``notes``.
-    """
-
-    def unavailable(reason: str) -> None:
-        if notes is not None:
-            notes.append(f"stream audit unavailable: {reason}")
-
-    import torch
-
-    if not torch.cuda.is_available():
-        return None
-    try:
-        from torch.profiler import ProfilerActivity, profile
-    except ImportError as exc:  # pragma: no cover - every supported torch has it
-        unavailable(f"torch.profiler cannot be imported ({exc})")
-        return None
-    cycles = _START_MARKER_CYCLES
-    for _ in range(4):
-        torch.cuda.synchronize()
-        prof = profile(activities=[ProfilerActivity.CUDA])
-        try:
-            prof.__enter__()
-        except Exception as exc:  # noqa: BLE001 - e.g. another profiler is already running
-            unavailable(f"the profiler did not start ({type(exc).__name__}: {exc})")
-            return None
-        try:
-            torch.cuda._sleep(cycles)
-            marker_done = torch.cuda.Event()
-            marker_done.record()
-            launch()
-            covered = not marker_done.query()  # the start marker outlasted the host's launch()
-            torch.cuda._sleep(_END_MARKER_CYCLES)
-            torch.cuda.synchronize()
-        finally:
-            prof.__exit__(None, None, None)
-        if covered:
-            break
-        cycles *= 4
-    else:
-        if notes is not None:
-            notes.append(f"stream audit partial: launch() outlasted a {cycles // 4}-cycle start marker on the "
-                         "host, so side-stream work issued late in launch() may look joined")
-    events = _device_events(prof)
-    if isinstance(events, str):
-        unavailable(events)
-        return None
-    markers = _markers(events)
-    if isinstance(markers, str):
-        unavailable(markers)
-        return None
-    return _audit_events(events, *markers)
 
 
 def floor_problem(median_s: float, floor_s: float, *, margin: float = FLOOR_MARGIN) -> str | None:

@@ -148,9 +148,9 @@ def benchmark_entry(result: Mapping[str, Any], kernel: str | None = None, test: 
     nodeid = test or result.get("test")
     fullname = str(nodeid) if nodeid else f"kforge::{kernel or 'kernel'}::{version}[{trial_id}]"
     samples_us = result.get("samples_us")
-    extra = {k: result.get(k) for k in ("version", "language", "parent", "trial", "id", "correct", "tflops",
-                                         "gbps", "pct_floor", "floor_us", "median_us", "spread_pct", "note", "clock",
-                                         "error")}
+    from .bench import EXTRA_INFO_KEYS  # lazily: the controller imports this module at startup
+
+    extra = {k: result.get(k) for k in ("version", "language", "parent", "trial", "id", "correct", *EXTRA_INFO_KEYS)}
     if not samples_us:
         samples_us = [result["median_us"]]
         extra["kforge_samples"] = "median only: the harness sent no samples_us"

@@ -79,6 +79,15 @@ pack() { tar czf "$OUT/kf-$step.tgz" -C "$(dirname "$KF")" --exclude='*.ncu-rep'
 
 source "${GPU_ENV:-/tmp/kforge-gpu/env.sh}"
 export PYTHONUNBUFFERED=1
+# the GPU's SM clock, power, temperature and clock-event reasons every 200 ms for the whole step
+# (smi.csv): a timing step that moves with the clock is then visible (run 8: shared-mode spec steps)
+if command -v nvidia-smi >/dev/null && [ -z "${SKIP_SMI:-}" ]; then
+  q=timestamp,clocks.sm,power.draw,temperature.gpu,utilization.gpu
+  for r in clocks_event_reasons.active clocks_throttle_reasons.active; do
+    nvidia-smi --query-gpu="$q,$r" --format=csv -c 1 >/dev/null 2>&1 && { q="$q,$r"; break; }; done
+  nvidia-smi --query-gpu="$q" --format=csv,nounits -lms 200 >"$KF/smi.csv" 2>&1 &
+  SMI_PID=$!; trap 'kill "$SMI_PID" 2>/dev/null' EXIT
+fi
 python3 -m pip install -q --no-deps --no-build-isolation -e . >"$KF/pip.log" 2>&1 || { echo "pip install failed"; tail -5 "$KF/pip.log"; }
 
 case "$step" in

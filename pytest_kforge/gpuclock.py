@@ -1,0 +1,182 @@
+"""The SM clock a timing ran at, and why the GPU lowered it: NVML read through ctypes.
+
+A kernel's device time scales with its clock, and the H200 moves that clock by itself (power
+cap, temperature): a 4% step in the middle of a trial looks exactly like a slower kernel.  So
+the CUDA clock samples the SM clock and NVML's "clock event reasons" in every timed round (while
+the round's work runs, and right after it), and every trial row carries them::
+
+    sm_clock_mhz   {"min": 1965, "median": 1980, "max": 1980}
+    clock_events   ["sw_power_cap"]      # reasons seen in any kept round, "gpu_idle" left out
+    clock_retaken  7                     # rounds re-taken by the guard (below)
+    clock_note     "7 of 100 rounds re-taken: ..." / "SM clock moved 1830-1980 MHz (7.6%) ..."
+
+**The guard** (:class:`ClockGuard`, ``--kforge-clock-guard PCT``, default 99): a round during
+which the GPU reported a throttle reason (power cap, thermal or hardware slowdown) *and* ran below
+PCT% of its maximum SM clock is thrown away, the GPU is left idle for ``pause_s`` so its power
+average drops, and the round is taken again (at most as many re-takes as rounds; the row counts
+them).  Measured on the H200 (devlog run 8): the 1 ms speculative kernel, timed back to back,
+pushes the board to its 700 W limit within ~0.5 s and the SM clock wanders 1830-1980 MHz, so the
+same kernel reads 946 or 966 us depending on what ran before it; decode (~300 W) never throttles.
+With the guard every version is timed within 1% of the GPU's maximum clock, which makes versions
+and runs comparable; it does not claim sustained throughput under the power cap.
+
+NVML is the driver's own library (``libnvidia-ml.so.1``, present wherever the driver is), so no
+Python package is needed; where it cannot be loaded (CPU machines, containers without it)
+:func:`reader_for` returns None and the rows carry no clock fields.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import functools
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["ClockReader", "ClockGuard", "REASONS", "THROTTLE_BITS", "DEFAULT_GUARD_PCT", "reader_for",
+           "guard_for", "reason_names", "clock_fields", "CLOCK_NOTE_PCT"]
+
+#: NVML's clock event reason bits (nvml.h, ``nvmlClocksEventReason*``), by the names rows use
+REASONS: dict[int, str] = {
+    0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_power_cap", 0x8: "hw_slowdown",
+    0x10: "sync_boost", 0x20: "sw_thermal_slowdown", 0x40: "hw_thermal_slowdown",
+    0x80: "hw_power_brake_slowdown", 0x100: "display_clock_setting",
+}
+#: the reasons that mean "slowed down", as opposed to idle or a clock someone set on purpose
+THROTTLE_BITS = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
+#: a trial whose SM clock moved more than this (max - min over max, %) gets a ``clock_note``
+CLOCK_NOTE_PCT = 2.0
+#: rounds below this % of the maximum SM clock, with a throttle reason, are re-taken
+DEFAULT_GUARD_PCT = 99.0
+_NVML_CLOCK_SM = 1
+
+
+def reason_names(mask: int, *, idle: bool = False) -> list[str]:
+    """The names of the reason bits set in ``mask`` (``gpu_idle`` only when ``idle``)."""
+    names = [name for bit, name in REASONS.items() if mask & bit and (idle or bit != 0x1)]
+    rest = mask & ~sum(REASONS)
+    return names + ([f"0x{rest:x}"] if rest else [])
+
+
+@dataclasses.dataclass
+class ClockReader:
+    """One GPU's NVML handle; :meth:`sample` costs two NVML calls (tens of microseconds)."""
+
+    lib: Any
+    handle: ctypes.c_void_p
+    _reasons: Any
+
+    def sample(self) -> tuple[int, int]:
+        """``(sm_mhz, reason_mask)`` now; ``(0, 0)`` for a value NVML would not give."""
+        mhz = ctypes.c_uint(0)
+        mask = ctypes.c_ulonglong(0)
+        if self.lib.nvmlDeviceGetClockInfo(self.handle, _NVML_CLOCK_SM, ctypes.byref(mhz)) != 0:
+            mhz.value = 0
+        if self._reasons is None or self._reasons(self.handle, ctypes.byref(mask)) != 0:
+            mask.value = 0
+        return int(mhz.value), int(mask.value)
+
+    def max_mhz(self) -> int:
+        """The GPU's maximum SM clock (its boost clock), 0 when NVML will not say."""
+        mhz = ctypes.c_uint(0)
+        if self.lib.nvmlDeviceGetMaxClockInfo(self.handle, _NVML_CLOCK_SM, ctypes.byref(mhz)) != 0:
+            return 0
+        return int(mhz.value)
+
+
+@dataclasses.dataclass
+class ClockGuard:
+    """Which rounds to take again: throttled (a reason in :data:`THROTTLE_BITS`) below ``min_mhz``."""
+
+    min_mhz: int
+    max_mhz: int
+    pct: float
+    pause_s: float = 0.1
+
+    def throttled(self, sample: tuple[int, int] | None) -> bool:
+        if sample is None:
+            return False
+        mhz, mask = sample
+        return 0 < mhz < self.min_mhz and bool(mask & THROTTLE_BITS)
+
+    def describe(self) -> str:
+        return f"rounds throttled below {self.min_mhz} MHz ({self.pct:g}% of {self.max_mhz}) re-taken"
+
+
+def guard_for(reader: ClockReader | None, pct: float) -> ClockGuard | None:
+    """The guard at ``pct``% of the reader's maximum clock, or None (off, no NVML, no maximum)."""
+    if reader is None or pct <= 0:
+        return None
+    top = reader.max_mhz()
+    return ClockGuard(int(top * pct / 100.0), top, pct) if top > 0 else None
+
+
+@functools.lru_cache(maxsize=1)
+def _nvml() -> Any | None:
+    try:
+        lib = ctypes.CDLL("libnvidia-ml.so.1")
+    except OSError:
+        return None
+    init = getattr(lib, "nvmlInit_v2", None) or getattr(lib, "nvmlInit", None)
+    if init is None or init() != 0:
+        return None
+    return lib
+
+
+def _torch_uuid(device: str) -> str | None:
+    """``GPU-xxxxxxxx-...`` of the torch device (NVML's name for it), or None."""
+    try:
+        import torch
+
+        uuid = getattr(torch.cuda.get_device_properties(torch.device(device)), "uuid", None)
+    except Exception:  # noqa: BLE001 - no CUDA, an old torch: no clock readings, never an error
+        return None
+    return None if uuid is None else "GPU-" + str(uuid).removeprefix("GPU-")
+
+
+def reader_for(device: str = "cuda") -> ClockReader | None:
+    """A reader for the GPU behind torch's ``device``, or None (no NVML, no such GPU)."""
+    lib = _nvml()
+    if lib is None:
+        return None
+    handle = ctypes.c_void_p()
+    uuid = _torch_uuid(device)
+    # NVML numbers GPUs without $CUDA_VISIBLE_DEVICES: find ours by UUID; index 0 only as a fallback
+    found = uuid is not None and lib.nvmlDeviceGetHandleByUUID(uuid.encode(), ctypes.byref(handle)) == 0
+    if not found:
+        get = getattr(lib, "nvmlDeviceGetHandleByIndex_v2", None) or lib.nvmlDeviceGetHandleByIndex
+        if get(0, ctypes.byref(handle)) != 0:
+            return None
+    reasons = (getattr(lib, "nvmlDeviceGetCurrentClocksEventReasons", None)
+               or getattr(lib, "nvmlDeviceGetCurrentClocksThrottleReasons", None))
+    return ClockReader(lib, handle, reasons)
+
+
+def clock_fields(mhz: Sequence[int], masks: Sequence[int], retaken: int = 0,
+                 guard: ClockGuard | None = None) -> dict[str, Any]:
+    """The clock fields of a trial row from the kept rounds' samples (empty when nothing was read)."""
+    read = [m for m in mhz if m > 0]
+    if not read:
+        return {}
+    lo, hi = min(read), max(read)
+    union = 0
+    for m in masks:
+        union |= m
+    events = reason_names(union)
+    out: dict[str, Any] = {"sm_clock_mhz": {"min": lo, "median": statistics.median(read), "max": hi},
+                           "clock_events": events, "clock_retaken": retaken,
+                           "clock_guard": guard.describe() if guard is not None else "off"}
+    moved = 100.0 * (hi - lo) / hi
+    notes = []
+    if retaken:
+        where = f"below {guard.min_mhz} MHz" if guard is not None else "throttled"
+        notes.append(f"{retaken} of {len(read)} rounds were re-taken after a pause: the GPU ran {where} "
+                     f"under a power or thermal limit")
+    if moved > CLOCK_NOTE_PCT:
+        why = ", ".join(events) or "no reason reported"
+        notes.append(f"SM clock moved {lo}-{hi} MHz ({moved:.1f}%) during the timed rounds ({why}): "
+                     f"the spread is the GPU's clock, not the kernel; compare against a run at a steady clock")
+    if notes:
+        out["clock_note"] = "; ".join(notes)
+    return out
