@@ -51,6 +51,8 @@ class Cell:
     floor_us: float | None = None
     correct: bool | None = None  # None: not checked (skipped)
     message: str = ""
+    #: the SM clock fields of the timed rounds (pytest_kforge.gpuclock.clock_fields; empty without NVML)
+    clock: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -110,17 +112,20 @@ def _parse_params(text: str | None) -> dict[str, int]:
 
 
 def _time(launch: Callable[[], Any], *, device: str, rounds: int, warmup: int,
-          floor_s: float) -> tuple[list[float], str, str]:
-    """``(samples_s, timer label, problem or "")`` from the project's timer.
+          floor_s: float) -> tuple[list[float], str, str, dict[str, Any]]:
+    """``(samples_s, timer label, problem or "", clock fields)`` from the project's timer (clock guard on).
 
     The one seam to change if :mod:`pytest_kforge.timing`'s API moves.
     """
+    from pytest_kforge.gpuclock import clock_fields
     from pytest_kforge.timing import floor_problem, make_clock, side_stream_problem, time_launch
 
     clock = make_clock(device)
     res = time_launch(launch, clock=clock, rounds=rounds, warmup=warmup)
     problem = floor_problem(res.median_s, floor_s) or (side_stream_problem(res) if device.startswith("cuda") else None)
-    return list(res.samples_s), f"{res.clock}; {res.flush}", problem or ""
+    guard = getattr(clock, "guard", None)
+    fields = clock_fields(res.clock_mhz, res.clock_reasons, res.retaken, guard)
+    return list(res.samples_s), f"{res.clock}; {res.flush}", problem or "", fields
 
 
 def _gpu_lock(device: str) -> Any:
@@ -207,8 +212,8 @@ def compare(
 
             log(f"[{trial.id}] {row.name}: timing {rounds} rounds")
             with _gpu_lock(device):
-                samples, meta["timer"], problem = _time(launch, device=device, rounds=rounds, warmup=warmup,
-                                                        floor_s=floor_s)
+                samples, meta["timer"], problem, cell.clock = _time(launch, device=device, rounds=rounds,
+                                                                    warmup=warmup, floor_s=floor_s)
             from pytest_kforge.timing import summarize
 
             med, mn, _iqr, spread = summarize(samples)
