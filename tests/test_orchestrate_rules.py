@@ -58,6 +58,18 @@ def test_keep_only_beyond_the_spread_on_both_trials() -> None:
     assert decide(results((100, 900), (90, 900)), "v1", "v2").per_trial["decode"]["gain_pct"] == 10.0
 
 
+def test_a_higher_clock_is_not_a_gain() -> None:
+    """A 3% faster spec measured with the parent throttled to 1900 MHz and the new one at 1980 is no win."""
+    res = results((100, 950), (100, 921))
+    assert decide(res, "v1", "v2").kept  # no clock fields: 3% beats the 1% spread
+    for row in res["results"]:
+        row["sm_clock_mhz"] = {"min": 1900, "median": 1900 if row["version"] == "v1" else 1980, "max": 1980}
+    d = decide(res, "v1", "v2")
+    assert not d.kept and "no gain beyond the run-to-run spread" in d.reason
+    assert d.per_trial["spec"]["clock_gap_pct"] == round(100 * 80 / 1980, 2)
+    assert "SM clock gap" in d.reason
+
+
 def test_goals() -> None:
     g = parse_goal("decode<=55us")
     assert (g.trial, g.metric, g.op, g.value) == ("decode", "median_us", "<=", 55.0)
