@@ -18,7 +18,8 @@ flush, spin, CUDA events, per-round SM clock from NVML) and stops them.  The loa
                        the DSL's file cache off, as shared-mode workers do, GPU visible;
 * ``compile-nogpu`` -- the same with ``CUDA_VISIBLE_DEVICES=-1`` (compilation without the GPU).
 
-``--clock-guard 99`` times with the harness's throttle guard on (see :mod:`pytest_kforge.gpuclock`).
+``--clock-guard 0,99`` times each load without and with the harness's throttle guard (see
+:mod:`pytest_kforge.gpuclock`); ``--heat-s 3`` first runs the kernel back to back for 3 s.
 Per load the report gives the median, the spread (IQR %), the share of rounds more than 1% above
 the ``none`` median ("slow rounds") and the SM clock range, so a load that causes the steps shows
 up as slow rounds at an unchanged clock.
@@ -112,7 +113,8 @@ def _stop(procs: list[subprocess.Popen]) -> list[int | None]:
 
 
 def run(kernel: str, version: str, trial_name: str, loads: Sequence[str], workers: int, rounds: int,
-        ramp_s: float, guard_pct: float = 0.0, log: Any = print) -> dict[str, Any]:
+        ramp_s: float, guards: Sequence[float] = (0.0,), heat_s: float = 0.0, log: Any = print) -> dict[str, Any]:
+    """Time the trial under each load and each guard setting; rows keyed ``load`` (one guard) or ``load@guard``."""
     from pytest_kforge.registry import load_kernel
     from pytest_kforge.spec import poison_
     from pytest_kforge.timing import make_clock, time_launch
@@ -129,13 +131,14 @@ def run(kernel: str, version: str, trial_name: str, loads: Sequence[str], worker
 
     launch()  # compile before any load starts
     out: dict[str, Any] = {"kernel": kernel, "version": version, "trial": trial.id, "workers": workers,
-                           "rounds": rounds, "clock_guard_pct": guard_pct, "loads": {}}
+                           "rounds": rounds, "clock_guard_pct": list(guards), "heat_s": heat_s, "loads": {}}
     reference = None
-    for kind in loads:
+    for kind, guard_pct in ((k, g) for k in loads for g in guards):
         procs = _start(kind, workers, kernel, version)
         # compile loads first import the DSL (~10 s of CPU per process): time once they compile
         time.sleep(0.0 if not procs else max(ramp_s, 20.0) if kind.startswith("compile") else ramp_s)
         early = [p.poll() for p in procs if p.poll() is not None]
+        _heat(launch, heat_s)
         res = time_launch(launch, clock=make_clock("cuda", guard_pct), rounds=rounds, warmup=20)
         codes = _stop(procs)
         samples = [x * 1e6 for x in res.samples_s]
@@ -144,11 +147,25 @@ def run(kernel: str, version: str, trial_name: str, loads: Sequence[str], worker
         row["background_exited_early"] = len(early)
         row["retaken"] = res.retaken
         row["samples_us"] = samples
-        out["loads"][kind] = row
-        log(f"{kind:14s} median {row['median_us']:8.1f} us  spread {row['spread_pct']:5.2f}%  slow rounds "
+        key = kind if len(guards) == 1 else f"{kind}@{guard_pct:g}"
+        out["loads"][key] = row
+        log(f"{key:14s} median {row['median_us']:8.1f} us  spread {row['spread_pct']:5.2f}%  slow rounds "
             f"{row['slow_pct']:5.1f}%  p99 {row['p99_us']:8.1f}  clock {row['clock_mhz']}  retaken {res.retaken}  "
             f"(workers exited early: {len(early)}, exit codes {sorted(set(c for c in codes if c is not None))})")
     return out
+
+
+def _heat(launch: Any, seconds: float) -> None:
+    """Run the kernel back to back for ``seconds`` (untimed), so the GPU starts at its power cap."""
+    if seconds <= 0:
+        return
+    import torch
+
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        for _ in range(20):
+            launch()
+        torch.cuda.synchronize()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -160,8 +177,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=11)
     ap.add_argument("--rounds", type=int, default=1500)
     ap.add_argument("--ramp-s", type=float, default=4.0, help="seconds the background runs before timing")
-    ap.add_argument("--clock-guard", type=float, default=0.0,
-                    help="the harness's throttle guard, %% of the max SM clock (default 0: off, to see the raw noise)")
+    ap.add_argument("--clock-guard", default="0",
+                    help="the harness's throttle guard, %% of the max SM clock; a list times each load under each "
+                         "(default 0: off, to see the raw noise; e.g. 0,99)")
+    ap.add_argument("--heat-s", type=float, default=0.0,
+                    help="run the kernel back to back this long before each timing (start at the power cap)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--disturb", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--index", type=int, default=0, help=argparse.SUPPRESS)
@@ -173,7 +193,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     bad = [x for x in loads if x not in LOADS]
     if bad:
         raise SystemExit(f"--loads: unknown {', '.join(bad)}; pick from {', '.join(LOADS)}")
-    out = run(args.kernel, args.version, args.trial, loads, args.workers, args.rounds, args.ramp_s, args.clock_guard)
+    try:
+        guards = [float(x) for x in args.clock_guard.split(",") if x.strip()]
+    except ValueError:
+        raise SystemExit(f"--clock-guard {args.clock_guard!r}: give percentages like 99 or 0,99") from None
+    out = run(args.kernel, args.version, args.trial, loads, args.workers, args.rounds, args.ramp_s, guards or [0.0],
+              args.heat_s)
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(out, fh, indent=1)

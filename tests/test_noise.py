@@ -31,3 +31,8 @@ def test_cpu_load_starts_and_stops() -> None:
 def test_unknown_load_is_named() -> None:
     with pytest.raises(SystemExit, match="unknown"):
         noise.main(["--loads", "none,quiet"])
+
+
+def test_bad_guard_list_is_named() -> None:
+    with pytest.raises(SystemExit, match="give percentages"):
+        noise.main(["--loads", "none", "--clock-guard", "high"])
