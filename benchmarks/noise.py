@@ -21,7 +21,7 @@ flush, spin, CUDA events, per-round SM clock from NVML) and stops them.  The loa
 ``--clock-guard 0,99`` times each load without and with the harness's throttle guard (see
 :mod:`pytest_kforge.gpuclock`); ``--heat-s 3`` first runs the kernel back to back for 3 s.
 Per load the report gives the median, the spread (IQR %), the share of rounds more than 1% above
-the ``none`` median ("slow rounds") and the SM clock range, so a load that causes the steps shows
+the first load's median ("slow rounds"; ``none`` comes first by default) and the SM clock range, so a load that causes the steps shows
 up as slow rounds at an unchanged clock.
 """
 
@@ -135,12 +135,14 @@ def run(kernel: str, version: str, trial_name: str, loads: Sequence[str], worker
     reference = None
     for kind, guard_pct in ((k, g) for k in loads for g in guards):
         procs = _start(kind, workers, kernel, version)
-        # compile loads first import the DSL (~10 s of CPU per process): time once they compile
-        time.sleep(0.0 if not procs else max(ramp_s, 20.0) if kind.startswith("compile") else ramp_s)
-        early = [p.poll() for p in procs if p.poll() is not None]
-        _heat(launch, heat_s)
-        res = time_launch(launch, clock=make_clock("cuda", guard_pct), rounds=rounds, warmup=20)
-        codes = _stop(procs)
+        try:  # never leave the background processes running (some hold CUDA contexts)
+            # compile loads first import the DSL (~10 s of CPU per process): time once they compile
+            time.sleep(0.0 if not procs else max(ramp_s, 20.0) if kind.startswith("compile") else ramp_s)
+            early = [p.poll() for p in procs if p.poll() is not None]
+            _heat(launch, heat_s)
+            res = time_launch(launch, clock=make_clock("cuda", guard_pct), rounds=rounds, warmup=20)
+        finally:
+            codes = _stop(procs)
         samples = [x * 1e6 for x in res.samples_s]
         reference = reference or statistics.median(samples)
         row = summarize_load(samples, reference, res.clock_mhz)
@@ -175,7 +177,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--trial", default="spec")
     ap.add_argument("--loads", default=",".join(LOADS))
     ap.add_argument("--workers", type=int, default=11)
-    ap.add_argument("--rounds", type=int, default=1500)
+    ap.add_argument("--rounds", type=int, default=1500, help="timed rounds per load (at least 4)")
     ap.add_argument("--ramp-s", type=float, default=4.0, help="seconds the background runs before timing")
     ap.add_argument("--clock-guard", default="0",
                     help="the harness's throttle guard, %% of the max SM clock; a list times each load under each "
@@ -189,6 +191,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.disturb:
         _disturb(args.disturb, args.kernel, args.version, args.index)
         return 0
+    if args.rounds < 4:
+        raise SystemExit(f"--rounds {args.rounds}: give at least 4 (the spread needs quartiles)")
     loads = [x.strip() for x in args.loads.split(",") if x.strip()]
     bad = [x for x in loads if x not in LOADS]
     if bad:
@@ -196,7 +200,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         guards = [float(x) for x in args.clock_guard.split(",") if x.strip()]
     except ValueError:
-        raise SystemExit(f"--clock-guard {args.clock_guard!r}: give percentages like 99 or 0,99") from None
+        guards = [-1.0]
+    if not guards or not all(0 <= g < 100 for g in guards):
+        raise SystemExit(f"--clock-guard {args.clock_guard!r}: give percentages from 0 (off) to below 100, "
+                         f"like 99 or 0,99")
     out = run(args.kernel, args.version, args.trial, loads, args.workers, args.rounds, args.ramp_s, guards or [0.0],
               args.heat_s)
     if args.json:

@@ -33,7 +33,7 @@ __all__ = ["run_trial", "feed_benchmark", "machine_info_update", "RECHECK_SEED_O
 RECHECK_SEED_OFFSET = 7919
 #: the fields of a trial row that pytest-benchmark stores as ``extra_info`` (one-process and xdist runs)
 EXTRA_INFO_KEYS = ("tflops", "gbps", "pct_floor", "floor_us", "median_us", "spread_pct", "host_us", "params", "note",
-                   "clock", "sm_clock_mhz", "clock_events", "clock_note", "error")
+                   "clock", "sm_clock_mhz", "clock_events", "clock_retaken", "clock_guard", "clock_note", "error")
 
 
 def _is_oom(exc: BaseException) -> bool:

@@ -2,23 +2,26 @@
 
 A kernel's device time scales with its clock, and the H200 moves that clock by itself (power
 cap, temperature): a 4% step in the middle of a trial looks exactly like a slower kernel.  So
-the CUDA clock samples the SM clock and NVML's "clock event reasons" in every timed round (while
-the round's work runs, and right after it), and every trial row carries them::
+the CUDA clock samples the SM clock and NVML's "clock event reasons" twice in every timed round
+(once the launch is enqueued -- the device is then in the spin kernel before the start event or
+already in the work -- and once the end event completed), and every trial row carries them::
 
-    sm_clock_mhz   {"min": 1965, "median": 1980, "max": 1980}
+    sm_clock_mhz   {"min": 1965, "median": 1980, "max": 1980}   # lower reading of each kept round
     clock_events   ["sw_power_cap"]      # reasons seen in any kept round, "gpu_idle" left out
     clock_retaken  7                     # rounds re-taken by the guard (below)
-    clock_note     "7 of 100 rounds re-taken: ..." / "SM clock moved 1830-1980 MHz (7.6%) ..."
+    clock_guard    "rounds throttled below 1960 MHz (99% of 1980) re-taken"   # or "off"
+    clock_note     "7 rounds were re-taken after a pause: ..." / "SM clock moved 1830-1980 MHz ..."
 
 **The guard** (:class:`ClockGuard`, ``--kforge-clock-guard PCT``, default 99): a round during
 which the GPU reported a throttle reason (power cap, thermal or hardware slowdown) *and* ran below
 PCT% of its maximum SM clock is thrown away, the GPU is left idle for ``pause_s`` so its power
 average drops, and the round is taken again (at most as many re-takes as rounds; the row counts
-them).  Measured on the H200 (devlog run 8): the 1 ms speculative kernel, timed back to back,
+them; when that budget runs out the rest are kept and the note says so).  Measured on the H200 (devlog run 8): the 1 ms speculative kernel, timed back to back,
 pushes the board to its 700 W limit within ~0.5 s and the SM clock wanders 1830-1980 MHz, so the
 same kernel reads 946 or 966 us depending on what ran before it; decode (~300 W) never throttles.
-With the guard every version is timed within 1% of the GPU's maximum clock, which makes versions
-and runs comparable; it does not claim sustained throughput under the power cap.
+With the guard, throttled rounds no longer enter the figure, which makes versions and runs comparable
+(rounds slow for another reason -- a clock set below the maximum, an idle dip -- are kept and show
+in ``sm_clock_mhz``); it does not claim sustained throughput under the power cap.
 
 NVML is the driver's own library (``libnvidia-ml.so.1``, present wherever the driver is), so no
 Python package is needed; where it cannot be loaded (CPU machines, containers without it)
@@ -142,9 +145,14 @@ def reader_for(device: str = "cuda") -> ClockReader | None:
         return None
     handle = ctypes.c_void_p()
     uuid = _torch_uuid(device)
-    # NVML numbers GPUs without $CUDA_VISIBLE_DEVICES: find ours by UUID; index 0 only as a fallback
+    # NVML numbers GPUs without $CUDA_VISIBLE_DEVICES: find ours by UUID; index 0 only when the machine
+    # has a single GPU (else another GPU's clock would be read -- better none)
     found = uuid is not None and lib.nvmlDeviceGetHandleByUUID(uuid.encode(), ctypes.byref(handle)) == 0
     if not found:
+        count = ctypes.c_uint(0)
+        get_count = getattr(lib, "nvmlDeviceGetCount_v2", None) or lib.nvmlDeviceGetCount
+        if get_count(ctypes.byref(count)) != 0 or count.value != 1:
+            return None
         get = getattr(lib, "nvmlDeviceGetHandleByIndex_v2", None) or lib.nvmlDeviceGetHandleByIndex
         if get(0, ctypes.byref(handle)) != 0:
             return None
@@ -164,15 +172,20 @@ def clock_fields(mhz: Sequence[int], masks: Sequence[int], retaken: int = 0,
     for m in masks:
         union |= m
     events = reason_names(union)
-    out: dict[str, Any] = {"sm_clock_mhz": {"min": lo, "median": statistics.median(read), "max": hi},
+    out: dict[str, Any] = {"sm_clock_mhz": {"min": lo, "median": float(statistics.median(read)), "max": hi},
                            "clock_events": events, "clock_retaken": retaken,
                            "clock_guard": guard.describe() if guard is not None else "off"}
     moved = 100.0 * (hi - lo) / hi
     notes = []
     if retaken:
         where = f"below {guard.min_mhz} MHz" if guard is not None else "throttled"
-        notes.append(f"{retaken} of {len(read)} rounds were re-taken after a pause: the GPU ran {where} "
+        notes.append(f"{retaken} rounds were re-taken after a pause ({len(mhz)} kept): the GPU ran {where} "
                      f"under a power or thermal limit")
+    if guard is not None:
+        slow = [m for m, k in zip(mhz, masks) if guard.throttled((m, k))]
+        if slow:
+            notes.append(f"the guard gave up after {retaken} re-takes: {len(slow)} kept rounds ran throttled "
+                         f"below {guard.min_mhz} MHz")
     if moved > CLOCK_NOTE_PCT:
         why = ", ".join(events) or "no reason reported"
         notes.append(f"SM clock moved {lo}-{hi} MHz ({moved:.1f}%) during the timed rounds ({why}): "

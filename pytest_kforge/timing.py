@@ -162,7 +162,8 @@ class CudaClock:
         launch()
         h1 = time.perf_counter()
         end.record()
-        # read while the round's work is queued or running (not an idle clock), and again at its end
+        # read once the launch is enqueued (the device is in the spin or the work, not idle) and again
+        # after the end event: the lower clock and every reason of the two count for the round
         during = self._clock_reader.sample() if self._clock_reader is not None else None
         host_s = h1 - h0
         self._spin_cycles = int(min(4e6, max(2e5, 2.0 * host_s * 2.0e9)))

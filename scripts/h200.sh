@@ -84,7 +84,7 @@ export PYTHONUNBUFFERED=1
 if command -v nvidia-smi >/dev/null && [ -z "${SKIP_SMI:-}" ]; then
   q=timestamp,clocks.sm,power.draw,temperature.gpu,utilization.gpu
   for r in clocks_event_reasons.active clocks_throttle_reasons.active; do
-    nvidia-smi --query-gpu="$q,$r" --format=csv -c 1 >/dev/null 2>&1 && { q="$q,$r"; break; }; done
+    nvidia-smi --query-gpu="$q,$r" --format=csv >/dev/null 2>&1 && { q="$q,$r"; break; }; done
   nvidia-smi --query-gpu="$q" --format=csv,nounits -lms 200 >"$KF/smi.csv" 2>&1 &
   SMI_PID=$!; trap 'kill "$SMI_PID" 2>/dev/null' EXIT
 fi

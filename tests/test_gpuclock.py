@@ -124,8 +124,8 @@ def test_time_launch_retakes_throttled_rounds_and_counts_them() -> None:
     assert all(m == 1980 for m in res.clock_mhz)  # only unthrottled rounds kept
     fields = clock_fields(res.clock_mhz, res.clock_reasons, res.retaken, clock.guard)
     assert fields["clock_retaken"] == res.retaken
-    assert f"{res.retaken} of 10 rounds were re-taken" in fields["clock_note"]
-    assert "below 1960 MHz" in fields["clock_note"]
+    assert f"{res.retaken} rounds were re-taken after a pause (10 kept)" in fields["clock_note"]
+    assert "below 1960 MHz" in fields["clock_note"] and "gave up" not in fields["clock_note"]
 
 
 def test_guard_gives_up_after_as_many_retakes_as_rounds() -> None:
@@ -133,5 +133,33 @@ def test_guard_gives_up_after_as_many_retakes_as_rounds() -> None:
         guard = gpuclock.ClockGuard(min_mhz=1960, max_mhz=1980, pct=99.0, pause_s=0.0)
         last_sample = (1830, 0x4)
 
-    res = time_launch(lambda: None, clock=AlwaysThrottled(), rounds=4, warmup=0)
+    clock = AlwaysThrottled()
+    res = time_launch(lambda: None, clock=clock, rounds=4, warmup=0)
     assert res.rounds == 4 and res.retaken == 4  # bounded: a GPU that never recovers still finishes
+    note = clock_fields(res.clock_mhz, res.clock_reasons, res.retaken, clock.guard)["clock_note"]
+    assert "the guard gave up after 4 re-takes: 4 kept rounds ran throttled below 1960 MHz" in note
+
+
+class _FakeNvml:
+    """NVML stand-in: UUID lookup fails, ``count`` GPUs, max clock 1980."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+
+    def nvmlDeviceGetHandleByUUID(self, uuid, handle):  # noqa: N802, ANN001, ANN201 - NVML's names
+        return 13  # NVML_ERROR_NOT_FOUND
+
+    def nvmlDeviceGetCount_v2(self, out):  # noqa: N802, ANN001, ANN201
+        out._obj.value = self.count
+        return 0
+
+    def nvmlDeviceGetHandleByIndex_v2(self, index, handle):  # noqa: N802, ANN001, ANN201
+        return 0
+
+
+@pytest.mark.parametrize(("count", "found"), [(1, True), (2, False), (8, False)])
+def test_index_fallback_only_on_a_single_gpu_machine(monkeypatch: pytest.MonkeyPatch, count: int, found: bool) -> None:
+    # with several GPUs and no UUID match, index 0 may be another GPU than torch's: no reader at all
+    monkeypatch.setattr(gpuclock, "_nvml", lambda: _FakeNvml(count))
+    monkeypatch.setattr(gpuclock, "_torch_uuid", lambda device: "GPU-00000000-0000-0000-0000-000000000000")
+    assert (gpuclock.reader_for("cuda:0") is not None) is found

@@ -33,6 +33,10 @@ def test_unknown_load_is_named() -> None:
         noise.main(["--loads", "none,quiet"])
 
 
-def test_bad_guard_list_is_named() -> None:
+def test_bad_guard_list_and_rounds_are_named() -> None:
     with pytest.raises(SystemExit, match="give percentages"):
         noise.main(["--loads", "none", "--clock-guard", "high"])
+    with pytest.raises(SystemExit, match="give percentages"):
+        noise.main(["--loads", "none", "--clock-guard", "0,120"])
+    with pytest.raises(SystemExit, match="at least 4"):
+        noise.main(["--loads", "none", "--rounds", "2"])

@@ -67,7 +67,18 @@ def test_a_higher_clock_is_not_a_gain() -> None:
     d = decide(res, "v1", "v2")
     assert not d.kept and "no gain beyond the run-to-run spread" in d.reason
     assert d.per_trial["spec"]["clock_gap_pct"] == round(100 * 80 / 1980, 2)
-    assert "SM clock gap" in d.reason
+    assert "new version's SM clock +4.0%" in d.reason
+    # the other way round the gap does not raise the bar: a win at a *lower* clock is still a win
+    for row in res["results"]:
+        row["sm_clock_mhz"]["median"] = 1980 if row["version"] == "v1" else 1900
+    assert decide(res, "v1", "v2").kept
+    # ... and a slowdown measured while the parent had the higher clock is excused by the gap
+    slow = results((100, 900), (100, 930))
+    assert not decide(slow, "v1", "v2").kept
+    for row in slow["results"]:
+        row["sm_clock_mhz"] = {"min": 1900, "median": 1980 if row["version"] == "v1" else 1900, "max": 1980}
+    d = decide(slow, "v1", "v2")
+    assert "significantly slower" not in d.reason and "no gain beyond" in d.reason
 
 
 def test_goals() -> None:

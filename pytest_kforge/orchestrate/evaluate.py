@@ -2,10 +2,11 @@
 
 Keep rule (also in ``orchestrate/README.md``): for every trial of the matrix (decode, spec) take
 ``gain = (parent_median - new_median) / parent_median * 100`` and
-``noise = max(parent.spread_pct, new.spread_pct) + clock_pct``: the larger measured run-to-run spread of
-the two (from the suite results JSON), plus, when both rows carry ``sm_clock_mhz``, the gap between
-their median SM clocks in % of the higher (a version timed at a higher clock than its parent is not
-faster by that much; see ``pytest_kforge.gpuclock``).  A version is **kept** only when
+``noise = max(parent.spread_pct, new.spread_pct)``, the larger measured run-to-run spread of the two
+(from the suite results JSON).  When both rows carry ``sm_clock_mhz``, the gap between their median
+SM clocks (% of the higher) is added on the side it flatters: to the bar for "faster" when the new
+version ran at the higher clock, to the bar for "slower" when the parent did (see
+``pytest_kforge.gpuclock``).  A version is **kept** only when
 
 1. it is correct (every correctness test and every trial row of the new version passed), and
 2. at least one trial is significantly faster (``gain > noise``), and
@@ -95,13 +96,13 @@ class Decision:
 
 
 def _clock_gap_pct(p: Mapping[str, Any], n: Mapping[str, Any]) -> float:
-    """How far apart the two rows' median SM clocks were, in % of the higher (0 when either is unknown)."""
+    """(new - parent) median SM clock in % of the higher; 0 when either row has none (old JSON, no NVML)."""
     try:
         pc, nc = float(p["sm_clock_mhz"]["median"]), float(n["sm_clock_mhz"]["median"])
     except (KeyError, TypeError, ValueError):
         return 0.0
     top = max(pc, nc)
-    return 100.0 * abs(pc - nc) / top if top > 0 else 0.0
+    return 100.0 * (nc - pc) / top if top > 0 else 0.0
 
 
 def decide(results: Mapping[str, Any], parent: str, new: str,
@@ -118,17 +119,19 @@ def decide(results: Mapping[str, Any], parent: str, new: str,
         if p.get("median_us") is None or n.get("median_us") is None:
             continue
         pu, nu = float(p["median_us"]), float(n["median_us"])
-        clock = _clock_gap_pct(p, n)
-        noise = max(float(p.get("spread_pct") or 0.0), float(n.get("spread_pct") or 0.0)) + clock
+        clock = _clock_gap_pct(p, n)  # > 0: the new version ran at the higher clock
+        noise = max(float(p.get("spread_pct") or 0.0), float(n.get("spread_pct") or 0.0))
         per[trial] = {"parent_us": pu, "new_us": nu, "gain_pct": round((pu - nu) / pu * 100.0, 2),
-                      "noise_pct": round(noise, 2), "clock_gap_pct": round(clock, 2)}
+                      "noise_pct": round(noise, 2), "clock_gap_pct": round(clock, 2),
+                      "faster_bar_pct": round(noise + max(clock, 0.0), 2),
+                      "slower_bar_pct": round(noise + max(-clock, 0.0), 2)}
     if not per:
         return Decision(False, f"discarded: no trial measured for both {parent} and {new}", per)
     desc = "; ".join(f"{t} {v['parent_us']:.1f}->{v['new_us']:.1f} us ({v['gain_pct']:+.1f}%, spread "
-                     f"{v['noise_pct']:.1f}%" + (f" incl. {v['clock_gap_pct']:.1f}% SM clock gap" if v['clock_gap_pct']
-                                                else "") + ")" for t, v in per.items())
-    slower = [t for t, v in per.items() if v["gain_pct"] < -v["noise_pct"]]
-    faster = [t for t, v in per.items() if v["gain_pct"] > v["noise_pct"]]
+                     f"{v['noise_pct']:.1f}%" + (f", new version's SM clock {v['clock_gap_pct']:+.1f}%"
+                                                 if v['clock_gap_pct'] else "") + ")" for t, v in per.items())
+    slower = [t for t, v in per.items() if v["gain_pct"] < -v["slower_bar_pct"]]
+    faster = [t for t, v in per.items() if v["gain_pct"] > v["faster_bar_pct"]]
     if slower:
         return Decision(False, f"discarded: significantly slower on {', '.join(slower)}: {desc}", per)
     if not faster:
