@@ -208,6 +208,15 @@ def pytest_configure_node(node: Any) -> None:
         node.workerinput["kforge_seed"] = ks.seed
 
 
+def _guard_text(ks: KforgeSession) -> str:
+    """The header's word on the clock guard: it acts only on a GPU whose clock NVML reads."""
+    if not ks.clock_guard_pct:
+        return "off"
+    if not ks.on_gpu:
+        return "off (cpu)"
+    return f"{ks.clock_guard_pct:g}% of the max SM clock (via NVML; rows without sm_clock_mhz had none)"
+
+
 def pytest_report_header(config: pytest.Config) -> list[str]:
     ks = config.stash.get(SESSION_KEY, None)
     if ks is None or ks.selection is None:
@@ -222,7 +231,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         f"kforge: kernel {sel.kernel.name}, versions {', '.join(v.name for v in sel.versions)}, "
         f"trials {', '.join(t.id for t in sel.trials)}, device {where}",
         f"kforge: seed {ks.seed} (reproduce with --kforge-seed {ks.seed}); rounds {ks.rounds}, "
-        f"warm-up {ks.warmup}; clock guard {f'{ks.clock_guard_pct:g}%' if ks.clock_guard_pct else 'off'}; roofline {ks.roofline.bandwidth_bytes_per_s / 1e12:g} TB/s, "
+        f"warm-up {ks.warmup}; clock guard {_guard_text(ks)}; roofline {ks.roofline.bandwidth_bytes_per_s / 1e12:g} TB/s, "
         f"{ks.roofline.flops_per_s / 1e12:g} TFLOP/s",
     ]
 
