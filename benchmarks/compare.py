@@ -117,15 +117,12 @@ def _time(launch: Callable[[], Any], *, device: str, rounds: int, warmup: int,
 
     The one seam to change if :mod:`pytest_kforge.timing`'s API moves.
     """
-    from pytest_kforge.gpuclock import clock_fields
     from pytest_kforge.timing import floor_problem, make_clock, side_stream_problem, time_launch
 
     clock = make_clock(device)
     res = time_launch(launch, clock=clock, rounds=rounds, warmup=warmup)
     problem = floor_problem(res.median_s, floor_s) or (side_stream_problem(res) if device.startswith("cuda") else None)
-    guard = getattr(clock, "guard", None)
-    fields = clock_fields(res.clock_mhz, res.clock_reasons, res.retaken, guard)
-    return list(res.samples_s), f"{res.clock}; {res.flush}", problem or "", fields
+    return list(res.samples_s), f"{res.clock}; {res.flush}", problem or "", res.clock_fields()
 
 
 def _gpu_lock(device: str) -> Any:

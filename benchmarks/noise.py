@@ -200,12 +200,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         guards = [float(x) for x in args.clock_guard.split(",") if x.strip()]
     except ValueError:
-        guards = [-1.0]
+        guards = []
     if not guards or not all(0 <= g < 100 for g in guards):
         raise SystemExit(f"--clock-guard {args.clock_guard!r}: give percentages from 0 (off) to below 100, "
                          f"like 99 or 0,99")
-    out = run(args.kernel, args.version, args.trial, loads, args.workers, args.rounds, args.ramp_s, guards or [0.0],
-              args.heat_s)
+    out = run(args.kernel, args.version, args.trial, loads, args.workers, args.rounds, args.ramp_s, guards, args.heat_s)
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(out, fh, indent=1)

@@ -19,7 +19,6 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .correctness import ref_dtype_for, run_once
-from .gpuclock import clock_fields
 from .gpushare import gpu_section
 from .timing import TimingResult, floor_problem, make_clock, side_stream_problem, stream_audit, time_launch
 
@@ -154,7 +153,7 @@ def _run_trial(version: Version, trial: TrialConfig, ks: KforgeSession) -> tuple
     def launch() -> None:
         fn(**inputs, **outputs, config=cfg)
 
-    clock = make_clock(ks.device, getattr(ks, "clock_guard_pct", None))
+    clock = make_clock(ks.device, ks.clock_guard_pct)
     res = time_launch(launch, clock=clock, rounds=ks.rounds, warmup=ks.warmup)
     med = res.median_s
     row.update(median_us=med * 1e6, min_us=res.min_s * 1e6, iqr_us=res.iqr_s * 1e6,
@@ -163,7 +162,7 @@ def _run_trial(version: Version, trial: TrialConfig, ks: KforgeSession) -> tuple
                samples_us=[x * 1e6 for x in res.samples_s],
                tflops=spec.flops(used.params) / med / 1e12, gbps=spec.min_bytes(used.params) / med / 1e9,
                pct_floor=100.0 * floor_s / med)
-    row.update(clock_fields(res.clock_mhz, res.clock_reasons, res.retaken, getattr(clock, "guard", None)))
+    row.update(res.clock_fields())
     audit_notes: list[str] = []
     audit_state = ["not run (cpu)" if not str(ks.device).startswith("cuda") else "not run (rejected before it)"]
 

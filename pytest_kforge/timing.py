@@ -51,6 +51,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .errors import KforgeError
+from .gpuclock import DEFAULT_GUARD_PCT, ClockGuard, clock_fields, guard_for, reader_for
 from .streamaudit import _audit_events, _device_events, _markers, stream_audit  # noqa: F401 - re-exported
 
 __all__ = ["TimingResult", "MeasurementError", "CudaClock", "CpuClock", "make_clock", "time_launch",
@@ -96,6 +97,12 @@ class TimingResult:
     clock_reasons: list[int] = dataclasses.field(default_factory=list)
     #: rounds thrown away and taken again because the GPU was throttled (:class:`~.gpuclock.ClockGuard`)
     retaken: int = 0
+    #: the guard that decided it (None: off, CPU, no NVML)
+    guard: ClockGuard | None = None
+
+    def clock_fields(self) -> dict[str, Any]:
+        """The clock fields of a result row (:func:`~.gpuclock.clock_fields`; empty without readings)."""
+        return clock_fields(self.clock_mhz, self.clock_reasons, self.retaken, self.guard)
 
     @property
     def rounds(self) -> int:
@@ -135,8 +142,6 @@ class CudaClock:
         self.flush_label = f"L2 flush: {nbytes / 2**20:.0f} MiB written before each round"
         #: GPU spin before the start event, in cycles; adapted to 2x the last round's host launch time
         self._spin_cycles: int = 400_000  # ~200 us at 1.98 GHz
-        from .gpuclock import DEFAULT_GUARD_PCT, guard_for, reader_for
-
         self._clock_reader = reader_for(device)
         #: ``(sm_mhz, reason_mask)`` of the last round (lowest clock, all reasons), None without NVML
         self.last_sample: tuple[int, int] | None = None
@@ -168,7 +173,7 @@ class CudaClock:
         host_s = h1 - h0
         self._spin_cycles = int(min(4e6, max(2e5, 2.0 * host_s * 2.0e9)))
         end.synchronize()
-        if during is not None and self._clock_reader is not None:
+        if during is not None:
             after = self._clock_reader.sample()
             read = [m for m in (during[0], after[0]) if m > 0]
             self.last_sample = (min(read) if read else 0, during[1] | after[1])
@@ -187,6 +192,9 @@ class CpuClock:
 
     label = CPU_LABEL
     flush_label = "no cache flush (cpu)"
+    #: no clock readings and no throttle guard on the host clock (the CUDA clock's two attributes)
+    guard: ClockGuard | None = None
+    last_sample: tuple[int, int] | None = None
 
     def flush(self) -> None:
         pass
@@ -221,11 +229,12 @@ def time_launch(launch: Callable[[], Any], *, clock: CudaClock | CpuClock, round
     hosts: list[float] = []
     mhz: list[int] = []
     reasons: list[int] = []
-    guard = getattr(clock, "guard", None)
+    guard = clock.guard
     retaken = 0
     while len(samples) < rounds:
         dev, wall, residual, host = clock.round(launch, flush=True)
-        if guard is not None and retaken < rounds and guard.throttled(getattr(clock, "last_sample", None)):
+        sample = clock.last_sample
+        if guard is not None and retaken < rounds and guard.throttled(sample):
             retaken += 1  # throttled: let the GPU's power average fall, then take the round again
             time.sleep(guard.pause_s)
             continue
@@ -233,12 +242,11 @@ def time_launch(launch: Callable[[], Any], *, clock: CudaClock | CpuClock, round
         walls.append(wall)
         residuals.append(residual)
         hosts.append(host)
-        sample = getattr(clock, "last_sample", None)
         if sample is not None:
             mhz.append(sample[0])
             reasons.append(sample[1])
     return TimingResult(samples, walls, residuals, overhead, clock.label, clock.flush_label, warmup, hosts,
-                        mhz, reasons, retaken)
+                        mhz, reasons, retaken, guard)
 
 
 def median_device_us(launch: Callable[[], Any], *, device: str = "cuda", rounds: int = 30, warmup: int = 3) -> float:
