@@ -130,3 +130,22 @@ def test_stagger_pairs_equal_seesaw(n_pages: int) -> None:
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-14)
     assert not np.isnan(got[0]).any() and got[1][1] == 0
+
+
+@pytest.mark.parametrize("n_pages", [1, 2, 3, 7])
+def test_softmax_first_wg1_equals_seesaw(n_pages: int) -> None:
+    """v25_cute (_cute_seesaw_soft1): WG1 runs page B's softmax first, moves O_R to m1 in one rescale and
+    reads P_A back scaled by e(m0 - m1) -- the WG1 algebra of ``_stagger`` (WG1 does the P_A scaling
+    there too; who multiplies does not change the sum), with WG0 unchanged.  Odd page counts cover
+    the pair without page B (all -inf S_B: scale 1, P_B 0)."""
+    rng = np.random.default_rng(30 + n_pages)
+    rows, page, dv = 10, 8, 6
+    s_pages = [rng.normal(size=(rows, page)) * 5 for _ in range(n_pages)]
+    v_pages = [rng.normal(size=(page, dv)) for _ in range(n_pages)]
+    s_pages[0][3] = NEG  # a row that sees no key in page A of the first pair
+    for s in s_pages:
+        s[4] = NEG  # a row that never sees a key
+    got, want = _stagger(s_pages, v_pages), _seesaw(s_pages, v_pages)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-14)
+    assert not np.isnan(got[0]).any() and got[1][4] == 0

@@ -65,7 +65,9 @@ KINDS = ("sm80", "sm80_dedup", "sm90", "sm90_pvfirst", "sm90_lazy", "sm90_bf16p"
          "sm90_seesaw_fused", "sm90_seesaw_early", "sm90_seesaw_wcomb", "sm90_seesaw_pf", "sm90_seesaw_pf_pdl",
          "sm90_stagger", "sm90_stagger_evict", "sm90_stagger_ordered", "sm90_seesaw_ownp",
          "sm90_seesaw_ownp_evict", "sm90_seesaw_qregs", "sm90_seesaw_mcast", "sm90_seesaw_pair",
-         "sm90_seesaw_pair_bf16", "sm90_seesaw_pair_l2")
+         "sm90_seesaw_pair_bf16", "sm90_seesaw_pair_l2", "sm90_seesaw_ownp_evict_trace", "sm90_seesaw_pair_bf16_trace",
+         "sm90_seesaw_pair_soft1", "sm90_seesaw_pair_soft1_trace", "sm90_seesaw_pair_early",
+         "sm90_seesaw_pair_early_trace", "sm90_seesaw_pair_vrfirst", "sm90_seesaw_pair_vrfirst_trace")
 
 
 def _check_kind(kind: str) -> None:
@@ -97,9 +99,17 @@ def _kernel_class(kind: str) -> Any:
             return MlaSplitSm90SeesawFused
         if kind.startswith("sm90_seesaw_pair"):
             from kforge_kernels.mla import _cute_seesaw_pair as sp
+            from kforge_kernels.mla import _cute_seesaw_soft1 as s1
 
             return {"sm90_seesaw_pair": sp.MlaSplitSm90SeesawPair, "sm90_seesaw_pair_bf16": sp.MlaSplitSm90SeesawPairBf16,
-                    "sm90_seesaw_pair_l2": sp.MlaSplitSm90SeesawPairL2}[kind]
+                    "sm90_seesaw_pair_l2": sp.MlaSplitSm90SeesawPairL2,
+                    "sm90_seesaw_pair_bf16_trace": sp.MlaSplitSm90SeesawPairBf16Trace,
+                    "sm90_seesaw_pair_soft1": s1.MlaSplitSm90SeesawSoftFirst,
+                    "sm90_seesaw_pair_soft1_trace": s1.MlaSplitSm90SeesawSoftFirstTrace,
+                    "sm90_seesaw_pair_early": sp.MlaSplitSm90SeesawPairEarlyRelease,
+                    "sm90_seesaw_pair_early_trace": sp.MlaSplitSm90SeesawPairEarlyReleaseTrace,
+                    "sm90_seesaw_pair_vrfirst": sp.MlaSplitSm90SeesawPairVrFirst,
+                    "sm90_seesaw_pair_vrfirst_trace": sp.MlaSplitSm90SeesawPairVrFirstTrace}[kind]
         return {
             "sm90_seesaw": ss.MlaSplitSm90Seesaw, "sm90_seesaw_chunked": ss.MlaSplitSm90SeesawChunked,
             "sm90_seesaw_early": ss.MlaSplitSm90SeesawEarly,
@@ -107,6 +117,7 @@ def _kernel_class(kind: str) -> Any:
             "sm90_seesaw_pf_pdl": ss.MlaSplitSm90SeesawPrefetchPdl, "sm90_seesaw_ownp": ss.MlaSplitSm90SeesawOwnP,
             "sm90_seesaw_ownp_evict": ss.MlaSplitSm90SeesawOwnPEvict, "sm90_seesaw_qregs": ss.MlaSplitSm90SeesawQRegs,
             "sm90_seesaw_mcast": ss.MlaSplitSm90SeesawMulticast,
+            "sm90_seesaw_ownp_evict_trace": ss.MlaSplitSm90SeesawOwnPEvictTrace,
         }[kind]
     from kforge_kernels.mla import _cute_sm90 as sm
 
@@ -124,7 +135,10 @@ def _combine_class(kind: str) -> Any:
     if kind in ("sm90_seesaw_wcomb", "sm90_seesaw_pf", "sm90_seesaw_pf_pdl", "sm90_stagger", "sm90_stagger_evict",
                 "sm90_stagger_ordered", "sm90_seesaw_ownp", "sm90_seesaw_ownp_evict",
                 "sm90_seesaw_qregs", "sm90_seesaw_mcast", "sm90_seesaw_pair",
-         "sm90_seesaw_pair_bf16", "sm90_seesaw_pair_l2"):
+         "sm90_seesaw_pair_bf16", "sm90_seesaw_pair_l2", "sm90_seesaw_ownp_evict_trace",
+                "sm90_seesaw_pair_bf16_trace", "sm90_seesaw_pair_soft1", "sm90_seesaw_pair_soft1_trace",
+                "sm90_seesaw_pair_early", "sm90_seesaw_pair_early_trace", "sm90_seesaw_pair_vrfirst",
+                "sm90_seesaw_pair_vrfirst_trace"):
         from kforge_kernels.mla import _cute_combine3 as c3
 
         return c3.MlaCombineWarpRowsPdl if kind == "sm90_seesaw_pf_pdl" else c3.MlaCombineWarpRows
@@ -223,12 +237,14 @@ def prepare(kind: str, params: Mapping[str, int], config: Mapping[str, Any], all
 
 
 def run_split_combine(
-    q, kv_cache, block_table, cache_seqlens, softmax_scale, out, lse, config, kind, allow_direct=False
+    q, kv_cache, block_table, cache_seqlens, softmax_scale, out, lse, config, kind, allow_direct=False,
+    trace_buf=None,
 ) -> None:
     """Launch the split kernel (+ combine) on the current torch stream, writing into out and lse.
 
     ``allow_direct``: when the heuristic picks one split, run the variant that writes ``out``
-    and ``lse`` itself (no fp32 workspace, no combine launch).
+    and ``lse`` itself (no fp32 workspace, no combine launch).  ``trace_buf``: an int32 tensor of
+    ``TRACE_PER_CTA`` words per CTA for a ``*_trace`` kind's timeline probe (``_cute_trace``).
     """
     import cuda.bindings.driver as cuda
     import cutlass
@@ -266,6 +282,8 @@ def run_split_combine(
     if paired and _pair_exchange_global(kind):
         ws = torch.empty(b * m_blocks * splits * PAIR_EXCHANGE_WORDS, dtype=torch.float32, device=dev)
         finals = (*finals[:2], ptr(f32, ws, 16))
+    if trace_buf is not None:
+        finals = (*finals[:2], ptr(i32, trace_buf, 4))
     if allow_direct and slots == 1:
         f_main, _, _, _ = compiled(kind, s, h, stages, direct=True, paired=paired)
         f_main(*ins, ptr(bf, o_dst), ptr(f32, l_dst, 4), *finals, *sizes, stream)

@@ -35,18 +35,14 @@ import cutlass.cute as cute
 import cutlass.pipeline as pipeline
 from cutlass.cute.nvgpu import warpgroup
 
+from kforge_kernels.mla._cute_seesaw_ops import BAR_S0, BAR_S1, BAR_SUM, BAR_VR, BAR_WG, WG, SeesawOps
 from kforge_kernels.mla._cute_sm90 import MlaSplitSm90
-from kforge_kernels.mla._cute_sm90_parts import (
-    BLOCK_M, CONSUMERS, D_QK, D_V, PAGE, _exp_row, _gemm, _masked_row_max, _mn_view, _quad_reduce,
-)
+from kforge_kernels.mla._cute_sm90_parts import BLOCK_M, CONSUMERS, D_QK, D_V, PAGE, _mn_view, _quad_reduce
 
-# named barriers: P_A and m0 published / P_B and m1 published / row sums published /
-# WG c's own P written (its wgmma reads rows written by its other warps): BAR_WG + c
-BAR_S0, BAR_S1, BAR_SUM, BAR_WG = 4, 5, 6, 7
-WG = 128
+__all__ = ["BAR_S0", "BAR_S1", "BAR_SUM", "BAR_VR", "BAR_WG", "WG", "CONSUMERS"]
 
 
-class MlaSplitSm90Seesaw(MlaSplitSm90):
+class MlaSplitSm90Seesaw(SeesawOps, MlaSplitSm90):
     """v8_cute: v5_cute's CTA with the seesaw schedule (one whole-page S per warpgroup)."""
 
     pv_first = True
@@ -56,6 +52,12 @@ class MlaSplitSm90Seesaw(MlaSplitSm90):
     early_issue = False
     #: a warpgroup's P V of its own page reads P from registers (rs-wgmma) instead of shared memory (v18_cute)
     own_p_rs = False
+    #: WG1 runs page B's softmax before queueing P_A V_AR, then both its P V from registers (v25_cute)
+    wg1_softmax_first = False
+    #: give KV blocks back at each warpgroup's last use of them, not at the end of its page (v26_cute)
+    early_release = False
+    #: WG0 issues P_A V_AL only after WG1 issued P_A V_AR, so WG1's issue never waits behind it (v27_cute)
+    vr_first = False
 
 
     @cute.jit
@@ -96,8 +98,10 @@ class MlaSplitSm90Seesaw(MlaSplitSm90):
         row_sum.fill(0.0)
         first_masked_pos = t - self.s + 1
 
+        self._hdr(mSem, ctid, c)  # consumer start
         q_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, 1)
         q_pipe.consumer_wait(q_state)
+        self._hdr(mSem, ctid, 2 + c)  # Q landed
         # page A of a pair sits in stage 0, page B in stage 1; a pair consumes the whole ring of
         # 2 * kv_chunks pipeline stages once, so pair k waits on phase k % 2 everywhere
         n_pairs = (n_iter + 1) // 2
@@ -107,9 +111,11 @@ class MlaSplitSm90Seesaw(MlaSplitSm90):
                 ph = k % 2
                 pa = p_begin + 2 * k
                 has_b = pa + 1 < p_end
+                self._ev(mSem, ctid, c, k, 0)
                 acc_S = cute.make_rmem_tensor(s_shape, f32)
                 acc_S.fill(0.0)
                 self._qk(kv_pipe, qk_mma, acc_S, tSrQ, tSrK, 0, ph, q_regs)
+                self._ev(mSem, ctid, c, k, 1)  # S_A issued (its blocks landed)
                 if cutlass.const_expr(self.early_issue):
                     # S_A went into the queue behind the previous pair's P_B V_BL: release page B
                     # when that one is done (a pair before the last always has a page B)
@@ -117,21 +123,36 @@ class MlaSplitSm90Seesaw(MlaSplitSm90):
                         warpgroup.wait_group(1)
                         self._release(kv_pipe, 1, 1 - ph)
                 warpgroup.wait_group(0)
+                self._ev(mSem, ctid, c, k, 2)  # S_A done
                 self._page_softmax(acc_S, tScS_mn, pa, first_masked_pos, m_block, scale_log2, m_run, row_sum, scale)
                 for r in cutlass.range_constexpr(n_rows):
                     sh[0, tScS_mn[r, 0][0]] = m_run[r]
                 rPa = self._bf16(acc_S)
                 self._store_p(rPa, tPsP[None, None, None, 0], c)
                 cute.arch.barrier_arrive(barrier_id=BAR_S0, number_of_threads=CONSUMERS)
+                self._ev(mSem, ctid, c, k, 3)  # P_A and m0 published
                 self._rescale(acc_O, scale)
+                if cutlass.const_expr(self.vr_first):
+                    # a wgmma issue waits while the other warpgroup's wgmmas run: let WG1 queue its
+                    # P_A V_AR first, so page B's softmax behind it starts at once
+                    cute.arch.barrier(barrier_id=BAR_VR, number_of_threads=CONSUMERS)
                 if cutlass.const_expr(self.own_p_rs):
                     self._pv(kv_pipe, pv_rs, acc_O, self._p_operand(rPa, frag_layout), tOrV, 0, ph, 0)
                 else:
                     self._pv(kv_pipe, pv_mma, acc_O, tOrP[None, None, None, 0], tOrV, 0, ph, 0)
+                self._ev(mSem, ctid, c, k, 4)  # P_A V_AL issued
+                if cutlass.const_expr(self.early_release):
+                    # WG0 has nothing to do until P_B arrives: let page A's V_L blocks go as soon as
+                    # P_A V_AL is done, not after the barrier (the next page A loads ~1,000 cycles sooner)
+                    warpgroup.wait_group(0)
+                    self._release(kv_pipe, 0, ph)
                 cute.arch.barrier(barrier_id=BAR_S1, number_of_threads=CONSUMERS)
+                self._ev(mSem, ctid, c, k, 5)  # P_B and m1 arrived
                 self._adopt_max(sh, 1, tScS_mn, scale_log2, m_run, row_sum, scale)
-                warpgroup.wait_group(0)  # P_A V_AL
-                self._release(kv_pipe, 0, ph)
+                if cutlass.const_expr(not self.early_release):
+                    warpgroup.wait_group(0)  # P_A V_AL
+                    self._release(kv_pipe, 0, ph)
+                self._ev(mSem, ctid, c, k, 6)  # P_A V_AL done
                 self._rescale(acc_O, scale)
                 if has_b:
                     self._pv(kv_pipe, pv_mma, acc_O, tOrP[None, None, None, 1], tOrV, 1, ph, 0)
@@ -140,6 +161,7 @@ class MlaSplitSm90Seesaw(MlaSplitSm90):
                         # it and S_B waits for that load (the other WG's GEMMs keep the pipe busy)
                         warpgroup.wait_group(0)
                         self._release(kv_pipe, 1, ph)
+                self._ev(mSem, ctid, c, k, 7)  # P_B V_BL done
             if cutlass.const_expr(self.early_issue):
                 # the last P_B V_BL; its page B is never released -- nothing is loaded after it
                 warpgroup.wait_group(0)
@@ -148,46 +170,64 @@ class MlaSplitSm90Seesaw(MlaSplitSm90):
                 ph = k % 2
                 pa = p_begin + 2 * k
                 has_b = pa + 1 < p_end
+                self._ev(mSem, ctid, c, k, 0)
                 acc_S = cute.make_rmem_tensor(s_shape, f32)
                 if has_b:
                     acc_S.fill(0.0)
                     self._qk(kv_pipe, qk_mma, acc_S, tSrQ, tSrK, 1, ph, q_regs)
                 else:
                     acc_S.fill(-cutlass.Float32.inf)  # no page B: scale 1, P 0
+                self._ev(mSem, ctid, c, k, 1)  # S_B issued (its blocks landed)
                 if cutlass.const_expr(not self.early_issue):
                     warpgroup.wait_group(0)
+                self._ev(mSem, ctid, c, k, 2)  # S_B done
+                if cutlass.const_expr(self.early_release):
+                    # WG1 reads V_L blocks (0-3) of no page after its S: give page A's back at once
+                    # and page B's now that S_B is done, so each refills after WG0's P V alone
+                    self._release_blocks(kv_pipe, 0, ph, self._blocks(0))
+                    if has_b:
+                        self._release_blocks(kv_pipe, 1, ph, self._blocks(0))
                 cute.arch.barrier(barrier_id=BAR_S0, number_of_threads=CONSUMERS)
+                self._ev(mSem, ctid, c, k, 3)  # P_A and m0 arrived
                 self._adopt_max(sh, 0, tScS_mn, scale_log2, m_run, row_sum, scale)
-                self._rescale(acc_O, scale)
-                self._pv(kv_pipe, pv_mma, acc_O, tOrP[None, None, None, 0], tOrV, 0, ph, 1)
-                if cutlass.const_expr(self.early_issue):
-                    # P_A V_AR was queued behind S_B (O is no operand of S_B): wait for S_B only
-                    warpgroup.wait_group(1)
-                # WG1's softmax of page B runs while P_A V_AR executes
-                self._page_softmax(acc_S, tScS_mn, pa + 1, first_masked_pos, m_block, scale_log2, m_run, row_sum,
-                                   scale)
-                for r in cutlass.range_constexpr(n_rows):
-                    sh[1, tScS_mn[r, 0][0]] = m_run[r]
-                rPb = self._bf16(acc_S)
-                if has_b:
-                    self._store_p(rPb, tPsP[None, None, None, 1], c)
-                cute.arch.barrier_arrive(barrier_id=BAR_S1, number_of_threads=CONSUMERS)
-                warpgroup.wait_group(0)  # P_A V_AR
-                self._release(kv_pipe, 0, ph)
-                self._rescale(acc_O, scale)
-                if has_b:
-                    if cutlass.const_expr(self.own_p_rs):
-                        self._pv(kv_pipe, pv_rs, acc_O, self._p_operand(rPb, frag_layout), tOrV, 1, ph, 1)
-                    else:
-                        self._pv(kv_pipe, pv_mma, acc_O, tOrP[None, None, None, 1], tOrV, 1, ph, 1)
-                    warpgroup.wait_group(0)
-                    self._release(kv_pipe, 1, ph)
+                if cutlass.const_expr(self.wg1_softmax_first):
+                    # v25_cute: page B's softmax before any P V is queued (_cute_seesaw_soft1)
+                    self._wg1_softmax_first(kv_pipe, pv_rs, acc_S, acc_O, tPsP, tOrV, tScS_mn, frag_layout, sh, m_run,
+                                            row_sum, scale, s_shape, pa, has_b, ph, first_masked_pos, m_block,
+                                            scale_log2, mSem, ctid, c, k)
+                else:
+                    self._rescale(acc_O, scale)
+                    self._pv(kv_pipe, pv_mma, acc_O, tOrP[None, None, None, 0], tOrV, 0, ph, 1)
+                    self._ev(mSem, ctid, c, k, 4)  # P_A V_AR issued
+                    if cutlass.const_expr(self.vr_first):
+                        cute.arch.barrier_arrive(barrier_id=BAR_VR, number_of_threads=CONSUMERS)
+                    if cutlass.const_expr(self.early_issue):
+                        # P_A V_AR was queued behind S_B (O is no operand of S_B): wait for S_B only
+                        warpgroup.wait_group(1)
+                    # WG1's softmax of page B runs while P_A V_AR executes
+                    rPb = self._softmax_b(acc_S, tScS_mn, tPsP, sh, pa, has_b, first_masked_pos, m_block, scale_log2,
+                                          m_run, row_sum, scale, c)
+                    self._ev(mSem, ctid, c, k, 5)  # P_B and m1 published
+                    warpgroup.wait_group(0)  # P_A V_AR
+                    self._release_blocks(kv_pipe, 0, ph, self._wg1_rest())
+                    self._ev(mSem, ctid, c, k, 6)  # P_A V_AR done
+                    self._rescale(acc_O, scale)
+                    if has_b:
+                        if cutlass.const_expr(self.own_p_rs):
+                            self._pv(kv_pipe, pv_rs, acc_O, self._p_operand(rPb, frag_layout), tOrV, 1, ph, 1)
+                        else:
+                            self._pv(kv_pipe, pv_mma, acc_O, tOrP[None, None, None, 1], tOrV, 1, ph, 1)
+                        warpgroup.wait_group(0)
+                        self._release_blocks(kv_pipe, 1, ph, self._wg1_rest())
+                self._ev(mSem, ctid, c, k, 7)  # P_B V_BR done
 
+        self._hdr(mSem, ctid, 4 + c)  # loop end
         total = self._pair_epilogue(acc_O, tOgO, tScS_mn, m_run, row_sum, sh, m_block, bi, split, c, ctid, mLp,
                                     scale_log2)
         if cutlass.const_expr(self.fused_combine and not self.direct):
             self._merge_splits(thr_pv, acc_O, tScS_mn, m_run, total, m_block, bi, split, c, ctid, sh,
                                mOp, mLp, mOut, mLse, mSem, scale_log2)
+        self._hdr(mSem, ctid, 6 + c)  # epilogue (and pair merge) done
 
     @cute.jit
     def _pair_epilogue(self, acc_O, tOgO, tScS_mn, m_run, row_sum, sh, m_block, bi, split, c, ctid, mLp, scale_log2):
@@ -201,138 +241,6 @@ class MlaSplitSm90Seesaw(MlaSplitSm90):
             total[r] = sh[2, tScS_mn[r, 0][0]] + sh[3, tScS_mn[r, 0][0]]
         self._epilogue(acc_O, tOgO, tScS_mn, m_run, total, m_block, bi, split, c, ctid, mLp, scale_log2)
         return total
-
-    def _chunk(self, stage: int, j: int, ph):
-        """Pipeline state of KV chunk j of a page in ``stage`` (0 = A, 1 = B), phase ``ph``."""
-        return pipeline.PipelineState(
-            self.stages * self.kv_chunks, cutlass.Int32(0), cutlass.Int32(stage * self.kv_chunks + j), ph
-        )
-
-    def _blocks(self, half: int | None = None) -> tuple[int, ...]:
-        """The 64-dim KV blocks of a page: all of them, or those holding O columns of warpgroup ``half``."""
-        if half is None:
-            return tuple(range(self.kv_chunks))
-        width = D_QK // self.kv_chunks
-        return tuple(range(half * (D_V // 2) // width, -(-(half + 1) * (D_V // 2) // width)))
-
-    @cute.jit
-    def _qk(self, kv_pipe, qk_mma, acc_S, tSrQ, tSrK, stage: cutlass.Constexpr, ph, q_regs=None):
-        """Issue S = Q K^T of the page in ``stage``, each block's k-steps right after that block landed."""
-        self._qk_blocks(kv_pipe, qk_mma, acc_S, tSrQ, tSrK, stage, ph, self._blocks(), q_regs)
-
-    @cute.jit
-    def _qk_blocks(self, kv_pipe, qk_mma, acc_S, tSrQ, tSrK, stage: cutlass.Constexpr, ph, blocks: cutlass.Constexpr,
-                   q_regs=None):
-        """Issue S += Q K^T over the listed 64-dim blocks of the page in ``stage`` (one commit group).
-
-        ``q_regs`` = (rs tiled MMA, Q fragments): the first k-steps read Q from registers (v20_cute).
-        """
-        per_chunk = cute.size(tSrK, mode=[2]) // self.kv_chunks
-        n_reg = 0
-        if cutlass.const_expr(q_regs is not None):
-            n_reg = cute.size(q_regs[1], mode=[2])
-        warpgroup.fence()
-        for i in cutlass.range_constexpr(len(blocks)):
-            j = blocks[i]
-            kv_pipe.consumer_wait(self._chunk(stage, j, ph))
-            for kk in cutlass.range_constexpr(j * per_chunk, (j + 1) * per_chunk):
-                if cutlass.const_expr(kk < n_reg):
-                    cute.gemm(q_regs[0], acc_S, q_regs[1][None, None, kk], tSrK[None, None, kk, stage], acc_S)
-                else:
-                    cute.gemm(qk_mma, acc_S, tSrQ[None, None, kk, 0], tSrK[None, None, kk, stage], acc_S)
-        warpgroup.commit_group()
-
-    @cute.jit
-    def _pv(self, kv_pipe, mma, acc_O, tA, tOrV, stage: cutlass.Constexpr, ph, half: cutlass.Constexpr):
-        """Issue O += P V of the page in ``stage`` for the O columns of WG ``half`` (waits its V blocks).
-
-        ``tA``: P as this page's smem A operand (ss ``mma``) or as register fragments (rs ``mma``).
-        """
-        self._wait_blocks(kv_pipe, stage, ph, self._blocks(half))
-        self._pv_gemm(mma, acc_O, tA, tOrV, stage)
-
-    @cute.jit
-    def _pv_gemm(self, mma, acc_O, tA, tOrV, stage: cutlass.Constexpr):
-        """Issue O += P V for one page (no waits), one commit group."""
-        warpgroup.fence()
-        _gemm(mma, acc_O, tA, tOrV[None, None, None, stage])
-        warpgroup.commit_group()
-
-    @cute.jit
-    def _wait_blocks(self, kv_pipe, stage: cutlass.Constexpr, ph, blocks: cutlass.Constexpr):
-        for i in cutlass.range_constexpr(len(blocks)):
-            kv_pipe.consumer_wait(self._chunk(stage, blocks[i], ph))
-
-    @cute.jit
-    def _release_blocks(self, kv_pipe, stage: cutlass.Constexpr, ph, blocks: cutlass.Constexpr):
-        for i in cutlass.range_constexpr(len(blocks)):
-            kv_pipe.consumer_release(self._chunk(stage, blocks[i], ph))
-
-    def _q_registers(self, qk_rs, sQ, ctid, q_pipe):
-        """This thread's A fragments of Q's first ``q_reg_blocks`` 64-dim blocks, copied once from smem."""
-        q_pipe.consumer_wait(pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, 1))
-        thr = qk_rs.get_slice(ctid)
-        sQr = cute.local_tile(sQ, (BLOCK_M, 64 * self.q_reg_blocks, 1), (0, 0, 0))
-        rQ = qk_rs.make_fragment_A(thr.partition_shape_A((BLOCK_M, 64 * self.q_reg_blocks)))
-        cute.autovec_copy(thr.partition_A(sQr)[None, None, None, 0], rQ)
-        return rQ
-
-    def _bf16(self, acc_S):
-        """bf16 copy of P (an m64n64 fp32 accumulator), in the accumulator's register order."""
-        rP = cute.make_fragment_like(acc_S, cutlass.BFloat16)
-        rP.store(acc_S.load().to(cutlass.BFloat16))
-        return rP
-
-    def _p_operand(self, rP, frag_layout):
-        """The bf16 P of ``_bf16`` viewed as the m64k16 A fragments of the P V rs-wgmma.
-
-        Both layouts give thread t the values (row, token) in the same order: the accumulator's
-        (pair, row+8, 8-token block b) is the A fragment's (pair, row+8, b % 2) of k-block b // 2.
-        """
-        return cute.make_tensor(rP.iterator, frag_layout)
-
-    @cute.jit
-    def _release(self, kv_pipe, stage: cutlass.Constexpr, ph):
-        """This WG is done with the page in ``stage``: release all its blocks."""
-        self._release_blocks(kv_pipe, stage, ph, self._blocks())
-
-    @cute.jit
-    def _page_softmax(self, acc_S, tScS_mn, p, first_masked_pos, m_block, scale_log2, m_run, row_sum, scale):
-        """Mask page p, raise ``m_run`` by its row maxima, turn S into P; ``scale`` = old-max factor."""
-        acc_S_mn = _mn_view(acc_S)
-        n_rows = cute.size(acc_S_mn.shape[0])
-        need_mask = p * PAGE + PAGE > first_masked_pos
-        for r in cutlass.range_constexpr(n_rows):
-            cur = _masked_row_max(acc_S_mn, tScS_mn, r, need_mask, p, first_masked_pos, m_block, self.h)
-            new_max = cute.arch.fmax(m_run[r], cur)
-            _exp_row(acc_S_mn, r, m_run[r], new_max, scale_log2, row_sum, scale)
-            m_run[r] = new_max
-
-    @cute.jit
-    def _adopt_max(self, sh, slot, tScS_mn, scale_log2, m_run, row_sum, scale):
-        """Take the other WG's published max (never below ``m_run``); ``scale`` = old-max factor."""
-        for r in cutlass.range_constexpr(cute.size(m_run)):
-            new_max = sh[slot, tScS_mn[r, 0][0]]
-            safe_max = 0.0 if new_max == -cutlass.Float32.inf else new_max
-            scale[r] = cute.math.exp2(m_run[r] * scale_log2 - safe_max * scale_log2, fastmath=True)
-            row_sum[r] = row_sum[r] * scale[r]
-            m_run[r] = new_max
-
-    @cute.jit
-    def _rescale(self, acc_O, scale):
-        acc_O_mn = _mn_view(acc_O)
-        for r in cutlass.range_constexpr(cute.size(scale)):
-            acc_O_mn[r, None] = acc_O_mn[r, None].load() * scale[r]
-
-    @cute.jit
-    def _store_p(self, rP, tPsP, c):
-        """Write this WG's bf16 P (``_bf16``) into a page's RoPE block; visible to both WGs' wgmma (async proxy)."""
-        cute.autovec_copy(rP, tPsP)
-        cute.arch.fence_proxy("async.shared", space="cta")
-        if cutlass.const_expr(not self.own_p_rs):
-            # this WG's own P V reads rows its other warps wrote
-            cute.arch.barrier(barrier_id=BAR_WG + c, number_of_threads=WG)
-
 
 class MlaSplitSm90SeesawChunked(MlaSplitSm90Seesaw):
     """v9_cute: v8_cute with each page loaded as nine 64 x 64 TMA blocks, each with its own barrier.
@@ -377,6 +285,12 @@ class MlaSplitSm90SeesawOwnPEvict(MlaSplitSm90SeesawOwnP):
     """v19_cute: v18_cute with the L2 evict-first hint on every KV block load."""
 
     evict_first = True
+
+
+class MlaSplitSm90SeesawOwnPEvictTrace(MlaSplitSm90SeesawOwnPEvict):
+    """v19_cute's kernel with the timeline probe (``_cute_trace``; not a version)."""
+
+    trace = True
 
 
 class MlaSplitSm90SeesawQRegs(MlaSplitSm90SeesawOwnPEvict):

@@ -43,9 +43,11 @@ from cutlass.cute.nvgpu import cpasync, warpgroup
 from kforge_kernels.mla._cute_sm90_epilogue import SplitEpilogue
 from kforge_kernels.mla._cute_sm90_halfpage import HalfPageConsumer
 from kforge_kernels.mla._cute_sm90_parts import BLOCK_M, CONSUMERS, D_QK, D_V, EVICT_FIRST, HALF, PAGE
+from kforge_kernels.mla._cute_probe import TraceProbe
+from kforge_kernels.mla._cute_trace_layout import TRACE_EVENTS, TRACE_HDR, TRACE_PAGES, TRACE_PAIRS
 
 
-class MlaSplitSm90(HalfPageConsumer, SplitEpilogue):
+class MlaSplitSm90(HalfPageConsumer, SplitEpilogue, TraceProbe):
     """Partial (or, with ``direct``, final) MLA attention over one KV split, 64 rows per CTA."""
 
     #: issue page j's P V before page j+1's S (v5_cute) instead of after it (v4_cute)
@@ -314,6 +316,11 @@ class MlaSplitSm90(HalfPageConsumer, SplitEpilogue):
                             self._prefetch_page(tma_kv, tKgK, mBT, bi, m_block, p + self.l2_prefetch_pages, p_end)
                         for j in cutlass.range_constexpr(self.kv_chunks):
                             kv_pipe.producer_acquire(kv_state)
+                            if cutlass.const_expr(self.trace and j in (0, self.kv_chunks - 1)):
+                                # when the page's first / last slot came free
+                                if p - p_begin < TRACE_PAGES:
+                                    self._stamp(mSem, TRACE_HDR + 2 * TRACE_PAIRS * TRACE_EVENTS
+                                                + 2 * (p - p_begin) + (j > 0))
                             self._kv_copy(tma_kv, tKgK[(None, 0, j, page)], tKsK[(None, kv_state.index)],
                                           kv_pipe.producer_get_barrier(kv_state))
                             kv_state.advance()

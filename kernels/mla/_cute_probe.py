@@ -1,0 +1,46 @@
+"""The timeline probe's device side: SM-clock stamps a ``trace`` kind writes (see ``_cute_trace``).
+
+A kind with ``trace = True`` gets the counter argument (``mSem``, unused by the non-fused kinds)
+as an int32 buffer of ``TRACE_PER_CTA`` words per CTA; every other kind compiles these calls to
+nothing (``const_expr``), so their PTX is unchanged.
+"""
+
+from __future__ import annotations
+
+import cutlass
+import cutlass.cute as cute
+
+from kforge_kernels.mla._cute_trace_layout import TRACE_EVENTS, TRACE_HDR, TRACE_PAIRS, TRACE_PER_CTA
+
+
+class TraceProbe:
+    """Mixin of the sm_90 split kernel: the probe's stamps."""
+
+    #: stamp the SM clock at schedule points into the counter argument (``_cute_trace``)
+    trace = False
+    m_blocks: int
+
+    @cute.jit
+    def _stamp(self, mSem, slot):
+        """Timeline probe (``trace`` kinds only): this SM's clock into word ``slot`` of this CTA's record."""
+        if cutlass.const_expr(self.trace):
+            m_block, bi, split = cute.arch.block_idx()
+            _, b, _ = cute.arch.grid_dim()
+            cta = (split * b + bi) * self.m_blocks + m_block
+            rec = cute.make_tensor(mSem.iterator + cta * TRACE_PER_CTA, cute.make_layout(TRACE_PER_CTA))
+            rec[slot] = cute.arch.clock()
+
+    @cute.jit
+    def _hdr(self, mSem, ctid, slot):
+        """Timeline probe: header word ``slot`` (thread 0 of the warpgroup)."""
+        if cutlass.const_expr(self.trace):
+            if ctid == 0:
+                self._stamp(mSem, slot)
+
+    @cute.jit
+    def _ev(self, mSem, ctid, c, k, e: cutlass.Constexpr):
+        """Timeline probe: event ``e`` of pair ``k`` of warpgroup ``c`` (first TRACE_PAIRS pairs)."""
+        if cutlass.const_expr(self.trace):
+            if ctid == 0:
+                if k < TRACE_PAIRS:
+                    self._stamp(mSem, TRACE_HDR + (c * TRACE_PAIRS + k) * TRACE_EVENTS + e)

@@ -1,0 +1,184 @@
+"""The seesaw consumer's building blocks: block waits and releases, GEMM issue, softmax steps.
+
+Mixed into ``_cute_seesaw.MlaSplitSm90Seesaw`` (the pair loop lives there); every method is
+inlined where the loop calls it, so moving them here changed no PTX.
+"""
+
+from __future__ import annotations
+
+import cutlass
+import cutlass.cute as cute
+import cutlass.pipeline as pipeline
+from cutlass.cute.nvgpu import warpgroup
+
+from kforge_kernels.mla._cute_sm90_parts import (
+    BLOCK_M, CONSUMERS, D_QK, D_V, PAGE, _exp_row, _gemm, _masked_row_max, _mn_view,
+)
+
+# named barriers: P_A and m0 published / P_B and m1 published / row sums published /
+# WG c's own P written (its wgmma reads rows written by its other warps): BAR_WG + c
+BAR_S0, BAR_S1, BAR_SUM, BAR_WG = 4, 5, 6, 7
+#: WG1 has issued P_A V_AR (v27_cute: WG0 queues P_A V_AL only after it)
+BAR_VR = 9
+WG = 128
+
+
+class SeesawOps:
+    """Per-page operations of the seesaw pair loop (see ``_cute_seesaw``)."""
+
+    stages: int
+    kv_chunks: int
+    h: int
+    own_p_rs: bool
+    early_release: bool
+    q_reg_blocks: int
+
+    def _chunk(self, stage: int, j: int, ph):
+        """Pipeline state of KV chunk j of a page in ``stage`` (0 = A, 1 = B), phase ``ph``."""
+        return pipeline.PipelineState(
+            self.stages * self.kv_chunks, cutlass.Int32(0), cutlass.Int32(stage * self.kv_chunks + j), ph
+        )
+
+    def _blocks(self, half: int | None = None) -> tuple[int, ...]:
+        """The 64-dim KV blocks of a page: all of them, or those holding O columns of warpgroup ``half``."""
+        if half is None:
+            return tuple(range(self.kv_chunks))
+        width = D_QK // self.kv_chunks
+        return tuple(range(half * (D_V // 2) // width, -(-(half + 1) * (D_V // 2) // width)))
+
+    @cute.jit
+    def _qk(self, kv_pipe, qk_mma, acc_S, tSrQ, tSrK, stage: cutlass.Constexpr, ph, q_regs=None):
+        """Issue S = Q K^T of the page in ``stage``, each block's k-steps right after that block landed."""
+        self._qk_blocks(kv_pipe, qk_mma, acc_S, tSrQ, tSrK, stage, ph, self._blocks(), q_regs)
+
+    @cute.jit
+    def _qk_blocks(self, kv_pipe, qk_mma, acc_S, tSrQ, tSrK, stage: cutlass.Constexpr, ph, blocks: cutlass.Constexpr,
+                   q_regs=None):
+        """Issue S += Q K^T over the listed 64-dim blocks of the page in ``stage`` (one commit group).
+
+        ``q_regs`` = (rs tiled MMA, Q fragments): the first k-steps read Q from registers (v20_cute).
+        """
+        per_chunk = cute.size(tSrK, mode=[2]) // self.kv_chunks
+        n_reg = 0
+        if cutlass.const_expr(q_regs is not None):
+            n_reg = cute.size(q_regs[1], mode=[2])
+        warpgroup.fence()
+        for i in cutlass.range_constexpr(len(blocks)):
+            j = blocks[i]
+            kv_pipe.consumer_wait(self._chunk(stage, j, ph))
+            for kk in cutlass.range_constexpr(j * per_chunk, (j + 1) * per_chunk):
+                if cutlass.const_expr(kk < n_reg):
+                    cute.gemm(q_regs[0], acc_S, q_regs[1][None, None, kk], tSrK[None, None, kk, stage], acc_S)
+                else:
+                    cute.gemm(qk_mma, acc_S, tSrQ[None, None, kk, 0], tSrK[None, None, kk, stage], acc_S)
+        warpgroup.commit_group()
+
+    @cute.jit
+    def _pv(self, kv_pipe, mma, acc_O, tA, tOrV, stage: cutlass.Constexpr, ph, half: cutlass.Constexpr):
+        """Issue O += P V of the page in ``stage`` for the O columns of WG ``half`` (waits its V blocks).
+
+        ``tA``: P as this page's smem A operand (ss ``mma``) or as register fragments (rs ``mma``).
+        """
+        self._wait_blocks(kv_pipe, stage, ph, self._blocks(half))
+        self._pv_gemm(mma, acc_O, tA, tOrV, stage)
+
+    @cute.jit
+    def _pv_gemm(self, mma, acc_O, tA, tOrV, stage: cutlass.Constexpr):
+        """Issue O += P V for one page (no waits), one commit group."""
+        warpgroup.fence()
+        _gemm(mma, acc_O, tA, tOrV[None, None, None, stage])
+        warpgroup.commit_group()
+
+    @cute.jit
+    def _wait_blocks(self, kv_pipe, stage: cutlass.Constexpr, ph, blocks: cutlass.Constexpr):
+        for i in cutlass.range_constexpr(len(blocks)):
+            kv_pipe.consumer_wait(self._chunk(stage, blocks[i], ph))
+
+    @cute.jit
+    def _release_blocks(self, kv_pipe, stage: cutlass.Constexpr, ph, blocks: cutlass.Constexpr):
+        for i in cutlass.range_constexpr(len(blocks)):
+            kv_pipe.consumer_release(self._chunk(stage, blocks[i], ph))
+
+    def _q_registers(self, qk_rs, sQ, ctid, q_pipe):
+        """This thread's A fragments of Q's first ``q_reg_blocks`` 64-dim blocks, copied once from smem."""
+        q_pipe.consumer_wait(pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, 1))
+        thr = qk_rs.get_slice(ctid)
+        sQr = cute.local_tile(sQ, (BLOCK_M, 64 * self.q_reg_blocks, 1), (0, 0, 0))
+        rQ = qk_rs.make_fragment_A(thr.partition_shape_A((BLOCK_M, 64 * self.q_reg_blocks)))
+        cute.autovec_copy(thr.partition_A(sQr)[None, None, None, 0], rQ)
+        return rQ
+
+    def _bf16(self, acc_S):
+        """bf16 copy of P (an m64n64 fp32 accumulator), in the accumulator's register order."""
+        rP = cute.make_fragment_like(acc_S, cutlass.BFloat16)
+        rP.store(acc_S.load().to(cutlass.BFloat16))
+        return rP
+
+    def _p_operand(self, rP, frag_layout):
+        """The bf16 P of ``_bf16`` viewed as the m64k16 A fragments of the P V rs-wgmma.
+
+        Both layouts give thread t the values (row, token) in the same order: the accumulator's
+        (pair, row+8, 8-token block b) is the A fragment's (pair, row+8, b % 2) of k-block b // 2.
+        """
+        return cute.make_tensor(rP.iterator, frag_layout)
+
+    def _wg1_rest(self) -> tuple[int, ...]:
+        """The blocks WG1 gives back after its P V: all, or (early_release) those it did not give back after S."""
+        if self.early_release:
+            return tuple(j for j in self._blocks() if j not in self._blocks(0))
+        return self._blocks()
+
+    @cute.jit
+    def _release(self, kv_pipe, stage: cutlass.Constexpr, ph):
+        """This WG is done with the page in ``stage``: release all its blocks."""
+        self._release_blocks(kv_pipe, stage, ph, self._blocks())
+
+    @cute.jit
+    def _page_softmax(self, acc_S, tScS_mn, p, first_masked_pos, m_block, scale_log2, m_run, row_sum, scale):
+        """Mask page p, raise ``m_run`` by its row maxima, turn S into P; ``scale`` = old-max factor."""
+        acc_S_mn = _mn_view(acc_S)
+        n_rows = cute.size(acc_S_mn.shape[0])
+        need_mask = p * PAGE + PAGE > first_masked_pos
+        for r in cutlass.range_constexpr(n_rows):
+            cur = _masked_row_max(acc_S_mn, tScS_mn, r, need_mask, p, first_masked_pos, m_block, self.h)
+            new_max = cute.arch.fmax(m_run[r], cur)
+            _exp_row(acc_S_mn, r, m_run[r], new_max, scale_log2, row_sum, scale)
+            m_run[r] = new_max
+
+    @cute.jit
+    def _softmax_b(self, acc_S, tScS_mn, tPsP, sh, pa, has_b, first_masked_pos, m_block, scale_log2, m_run, row_sum,
+                   scale, c):
+        """WG1: page B's softmax against m0, then publish m1 and P_B (barrier S1); returns P_B in bf16 registers."""
+        self._page_softmax(acc_S, tScS_mn, pa + 1, first_masked_pos, m_block, scale_log2, m_run, row_sum, scale)
+        for r in cutlass.range_constexpr(cute.size(m_run)):
+            sh[1, tScS_mn[r, 0][0]] = m_run[r]
+        rPb = self._bf16(acc_S)
+        if has_b:
+            self._store_p(rPb, tPsP[None, None, None, 1], c)
+        cute.arch.barrier_arrive(barrier_id=BAR_S1, number_of_threads=CONSUMERS)
+        return rPb
+
+    @cute.jit
+    def _adopt_max(self, sh, slot, tScS_mn, scale_log2, m_run, row_sum, scale):
+        """Take the other WG's published max (never below ``m_run``); ``scale`` = old-max factor."""
+        for r in cutlass.range_constexpr(cute.size(m_run)):
+            new_max = sh[slot, tScS_mn[r, 0][0]]
+            safe_max = 0.0 if new_max == -cutlass.Float32.inf else new_max
+            scale[r] = cute.math.exp2(m_run[r] * scale_log2 - safe_max * scale_log2, fastmath=True)
+            row_sum[r] = row_sum[r] * scale[r]
+            m_run[r] = new_max
+
+    @cute.jit
+    def _rescale(self, acc_O, scale):
+        acc_O_mn = _mn_view(acc_O)
+        for r in cutlass.range_constexpr(cute.size(scale)):
+            acc_O_mn[r, None] = acc_O_mn[r, None].load() * scale[r]
+
+    @cute.jit
+    def _store_p(self, rP, tPsP, c):
+        """Write this WG's bf16 P (``_bf16``) into a page's RoPE block; visible to both WGs' wgmma (async proxy)."""
+        cute.autovec_copy(rP, tPsP)
+        cute.arch.fence_proxy("async.shared", space="cta")
+        if cutlass.const_expr(not self.own_p_rs):
+            # this WG's own P V reads rows its other warps wrote
+            cute.arch.barrier(barrier_id=BAR_WG + c, number_of_threads=WG)

@@ -1,0 +1,71 @@
+"""The timeline probe's analysis (kernels/mla/_cute_trace.py) on synthetic clock records, on the CPU."""
+
+from __future__ import annotations
+
+import importlib
+
+import numpy as np
+import pytest
+
+from tests.test_kernels_cute import _host
+
+PERIOD, T0 = 7000, 2**32 - 50_000  # the clock wraps inside the records
+
+
+def _trace():
+    _host()  # makes kforge_kernels.mla importable
+    return importlib.import_module("kforge_kernels.mla._cute_trace")
+
+
+def _layout():
+    _host()
+    return importlib.import_module("kforge_kernels.mla._cute_trace_layout")
+
+
+def _records(tr, ctas: int = 3, pages: int = 16) -> np.ndarray:
+    """CTAs whose pairs start every PERIOD cycles, event e of WG w at 100 * e + 10 * w after the start."""
+    rec = np.zeros((ctas, tr.TRACE_PER_CTA), dtype=np.int64)
+    for c in range(ctas):
+        base = T0 + 1000 * c
+        rec[c, 0:2] = base
+        rec[c, 2:4] = base + 300  # Q landed
+        pairs = (pages + 1) // 2
+        for w in (0, 1):
+            for k in range(pairs):
+                for e in range(tr.TRACE_EVENTS):
+                    rec[c, tr.TRACE_HDR + (w * tr.TRACE_PAIRS + k) * tr.TRACE_EVENTS + e] = (
+                        base + 500 + k * PERIOD + 100 * e + 10 * w)
+        rec[c, 4:6] = base + 500 + pairs * PERIOD  # loop end
+        rec[c, 6:8] = base + 500 + pairs * PERIOD + 2000  # epilogue end
+        prod = tr.TRACE_HDR + 2 * tr.TRACE_PAIRS * tr.TRACE_EVENTS
+        for p in range(pages):
+            rec[c, prod + 2 * p] = base + 500 + (p // 2 - 1) * PERIOD + 3000 + 1000 * (p % 2)
+            rec[c, prod + 2 * p + 1] = rec[c, prod + 2 * p] + 50
+    return ((rec + 2**31) % 2**32 - 2**31).astype(np.int32)  # as the GPU's int32 words
+
+
+def test_analyse_reads_periods_offsets_and_producer_through_a_clock_wrap() -> None:
+    tr = _trace()
+    res = tr.analyse(_records(_layout()), 16)
+    assert res["ctas"] == 3 and res["pairs"] == 8
+    assert res["pair_period"] == PERIOD
+    assert res["cta"]["start_to_q_landed"] == 300 and res["cta"]["q_landed_to_first_pair"] == 200
+    assert res["cta"]["page_loop"] == 8 * PERIOD and res["cta"]["epilogue"] == 2000
+    by = {(r["wg"], r["event"]): r["median"] for r in res["events"]}
+    assert by[(0, 0)] == 0 and by[(0, 7)] == 700 and by[(1, 3)] == 310
+    # page 2k+2 (next A) got its slots at pair k's start + 3000, page 2k+3 (next B) at + 4000
+    assert res["producer"] == {"next A first slot": 3000, "next A last slot": 3050,
+                               "next B first slot": 4000, "next B last slot": 4050}
+
+
+def test_analyse_short_split_has_no_period() -> None:
+    tr = _trace()
+    res = tr.analyse(_records(_layout(), pages=4), 4)
+    assert res["pairs"] == 2 and res["pair_period"] is None
+
+
+def test_probe_refuses_a_kind_without_the_probe(capsys: pytest.CaptureFixture[str]) -> None:
+    tr = _trace()
+    pytest.importorskip("torch")
+    assert tr.main(["--kind", "sm90_seesaw_ownp_evict"]) == 2
+    assert "not a probe kind" in capsys.readouterr().out
