@@ -32,15 +32,22 @@ class TraceProbe:
 
     @cute.jit
     def _hdr(self, mSem, ctid, slot):
-        """Timeline probe: header word ``slot`` (thread 0 of the warpgroup)."""
+        """Timeline probe: header word ``slot`` (the warpgroup's first warp; see ``_ev``)."""
         if cutlass.const_expr(self.trace):
-            if ctid == 0:
+            if ctid < 32:
                 self._stamp(mSem, slot)
 
     @cute.jit
     def _ev(self, mSem, ctid, c, k, e: cutlass.Constexpr):
-        """Timeline probe: event ``e`` of pair ``k`` of warpgroup ``c`` (first TRACE_PAIRS pairs)."""
+        """Timeline probe: event ``e`` of pair ``k`` of warpgroup ``c`` (first TRACE_PAIRS pairs).
+
+        The whole first warp of the warpgroup stores (same word, one transaction), never one
+        thread: a named barrier is an *aligned* instruction, and LLVM may duplicate one that follows
+        a stamp into both sides of the stamp's branch (it did, with stamps on both sides of
+        ``barrier_arrive``: thread 0 and lanes 1-31 then arrived at different instructions and the
+        kernel hung on the H200).  A warp-uniform condition keeps every warp on one path.
+        """
         if cutlass.const_expr(self.trace):
-            if ctid == 0:
+            if ctid < 32:
                 if k < TRACE_PAIRS:
                     self._stamp(mSem, TRACE_HDR + (c * TRACE_PAIRS + k) * TRACE_EVENTS + e)

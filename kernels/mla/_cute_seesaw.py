@@ -125,10 +125,12 @@ class MlaSplitSm90Seesaw(SeesawOps, MlaSplitSm90):
                 warpgroup.wait_group(0)
                 self._ev(mSem, ctid, c, k, 2)  # S_A done
                 self._page_softmax(acc_S, tScS_mn, pa, first_masked_pos, m_block, scale_log2, m_run, row_sum, scale)
+                self._ev(mSem, ctid, c, k, 8)  # softmax arithmetic done
                 for r in cutlass.range_constexpr(n_rows):
                     sh[0, tScS_mn[r, 0][0]] = m_run[r]
                 rPa = self._bf16(acc_S)
                 self._store_p(rPa, tPsP[None, None, None, 0], c)
+                self._ev(mSem, ctid, c, k, 9)  # P stored and fenced
                 cute.arch.barrier_arrive(barrier_id=BAR_S0, number_of_threads=CONSUMERS)
                 self._ev(mSem, ctid, c, k, 3)  # P_A and m0 published
                 self._rescale(acc_O, scale)
@@ -206,7 +208,7 @@ class MlaSplitSm90Seesaw(SeesawOps, MlaSplitSm90):
                         warpgroup.wait_group(1)
                     # WG1's softmax of page B runs while P_A V_AR executes
                     rPb = self._softmax_b(acc_S, tScS_mn, tPsP, sh, pa, has_b, first_masked_pos, m_block, scale_log2,
-                                          m_run, row_sum, scale, c)
+                                          m_run, row_sum, scale, c, mSem, ctid, k)
                     self._ev(mSem, ctid, c, k, 5)  # P_B and m1 published
                     warpgroup.wait_group(0)  # P_A V_AR
                     self._release_blocks(kv_pipe, 0, ph, self._wg1_rest())

@@ -147,14 +147,16 @@ class SeesawOps:
 
     @cute.jit
     def _softmax_b(self, acc_S, tScS_mn, tPsP, sh, pa, has_b, first_masked_pos, m_block, scale_log2, m_run, row_sum,
-                   scale, c):
+                   scale, c, mSem, ctid, k):
         """WG1: page B's softmax against m0, then publish m1 and P_B (barrier S1); returns P_B in bf16 registers."""
         self._page_softmax(acc_S, tScS_mn, pa + 1, first_masked_pos, m_block, scale_log2, m_run, row_sum, scale)
+        self._ev(mSem, ctid, c, k, 8)  # softmax arithmetic done
         for r in cutlass.range_constexpr(cute.size(m_run)):
             sh[1, tScS_mn[r, 0][0]] = m_run[r]
         rPb = self._bf16(acc_S)
         if has_b:
             self._store_p(rPb, tPsP[None, None, None, 1], c)
+        self._ev(mSem, ctid, c, k, 9)  # P stored and fenced
         cute.arch.barrier_arrive(barrier_id=BAR_S1, number_of_threads=CONSUMERS)
         return rPb
 

@@ -45,7 +45,7 @@ class MlaSplitSm90SeesawSoftFirst(MlaSplitSm90SeesawPairBf16):
         for r in cutlass.range_constexpr(n_rows):
             to_m0[r] = scale[r]
         rPb = self._softmax_b(acc_S, tScS_mn, tPsP, sh, pa, has_b, first_masked_pos, m_block, scale_log2, m_run,
-                              row_sum, scale, c)
+                              row_sum, scale, c, mSem, ctid, k)
         self._ev(mSem, ctid, c, k, 5)  # P_B and m1 published
         # scale = e(m0 - m1) now: O_R goes to m1 in one pass, P_A (relative to m0) with it
         for r in cutlass.range_constexpr(n_rows):

@@ -6,7 +6,7 @@ Run from the repository root on the GPU machine (CuTe DSL staged, see ``_cute_se
         --kind sm90_seesaw_ownp_evict_trace [--json $OUT/trace-spec.json]
 
 A ``*_trace`` kind is a version's kernel (v19_cute's, v23_cute's) whose warpgroup thread 0 writes
-the SM clock (``%clock``) at eight points of every pair of pages and whose producer writes it when
+the SM clock (``%clock``) at ten points of every pair of pages and whose producer writes it when
 a page's first and last slot came free (``_cute_seesaw._ev``, ``_cute_sm90._stamp``).  The probe
 runs the trial's inputs after an L2 flush, checks the output against the float32 reference (a
 probe that broke the kernel reports nothing), times the probed kernel against its parent, and
@@ -36,6 +36,8 @@ EVENTS = {
     5: ("P_B arrived", "P_B published"),
     6: ("P_A V_AL done", "P_A V_AR done"),
     7: ("P_B V_BL done", "P_B V_BR done"),
+    8: ("softmax A arithmetic done", "softmax B arithmetic done"),
+    9: ("P_A stored + fenced", "P_B stored + fenced"),
 }
 #: tensor-pipe cycles of one pair at sm_90's dense bf16 rate (2048 FMA per clock per SM):
 #: 2 x S (64 x 64 x 576) + 4 x P V (64 x 256 x 64) = 2 x 1152 + 4 x 512

@@ -8,5 +8,5 @@ epilogue end), TRACE_EVENTS per (warpgroup, pair) for the first TRACE_PAIRS pair
 (first / last slot free) for the producer's first TRACE_PAGES pages.
 """
 
-TRACE_HDR, TRACE_PAIRS, TRACE_EVENTS, TRACE_PAGES = 8, 32, 8, 64
+TRACE_HDR, TRACE_PAIRS, TRACE_EVENTS, TRACE_PAGES = 8, 32, 10, 64
 TRACE_PER_CTA = TRACE_HDR + 2 * TRACE_PAIRS * TRACE_EVENTS + 2 * TRACE_PAGES
