@@ -284,3 +284,12 @@ def test_pairing_kinds_round_splits_up_and_leave_half_the_partials() -> None:
         assert host.split_plan(kind, 16) == (16, 8, True)
     assert host.split_plan("sm90_seesaw_ownp_evict", 3) == (3, 3, False)
     assert [host._pair_exchange_global(k) for k in pair_kinds] == [False, False, True]
+
+
+def test_barrier_sites_reports_a_named_barrier_duplicated_into_two_paths() -> None:
+    """The PTX shape of run 9's probe hang: one bar.arrive copied into both sides of a branch."""
+    pr = _ptxreplay()
+    ptx = ("\tbar.sync \t0;\n\t@%p71 bra \t$L__BB0_99;\n\tbar.arrive 4, 256;\n\tbra.uni \t$L__BB0_100;\n"
+           "$L__BB0_99:\n\tbar.arrive 4, 256;\n$L__BB0_100:\n\tbar.sync \t5, 256;\n")
+    assert pr.barrier_sites(ptx) == {"bar.arrive 4": 2}
+    assert pr.barrier_sites(ptx.replace("$L__BB0_99:\n\tbar.arrive 4, 256;\n", "$L__BB0_99:\n")) == {}

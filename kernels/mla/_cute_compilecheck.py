@@ -6,7 +6,10 @@ register report, a ``ptxas`` on PATH.  Example (from the repository root):
     CUTE_DSL_ARCH=sm_90a /tmp/venv-cute/bin/python kernels/mla/_cute_compilecheck.py \\
         sm80:1:128 sm80_dedup:16:128:direct sm80_dedup:5:32
 
-Each argument is ``kind:s:h[:direct]``.  For ``sm80_dedup`` it also replays the P-exchange
+Each argument is ``kind:s:h[:direct]``.  Every line also lists a named barrier that sits at more
+than one place in the PTX (``_cute_ptxreplay.barrier_sites``): legitimate for separate sync points
+(v4_cute's ``bar.sync 1 x3``, v10_cute's ``bar.sync 6 x3``), a hang when a per-thread branch splits
+a warp between two copies of one barrier (run 9's probe) -- read the branch above each site.  For ``sm80_dedup`` it also replays the P-exchange
 shared-memory addresses of all 256 threads from the PTX (``_cute_ptxreplay``) and fails if any is off.  The DSL's NVVM emits PTX ISA 9.4; an older local
 ptxas (13.0 accepts 9.0) is fed the same text with the version line lowered, which is fine for a
 resource estimate but is not the binary the GPU runs.
@@ -57,6 +60,11 @@ def main(argv: list[str]) -> int:
                                  capture_output=True, text=True)
             info = [ln.split("info    :")[-1].strip() for ln in res.stderr.splitlines() if "Used" in ln or "spill" in ln]
             line += f" | {tag}: {'; '.join(info) or res.stderr.strip()[-200:]}"
+        from kforge_kernels.mla._cute_ptxreplay import barrier_sites
+
+        dup = barrier_sites(getattr(f_main, "__ptx__", "") or "")
+        if dup:  # an aligned barrier at two places: check the branch above each is warp-uniform
+            line += " | duplicated barriers: " + ", ".join(f"{k} x{n}" for k, n in dup.items())
         if kind == "sm80_dedup":
             # replay the P exchange addresses of all 256 threads from the PTX (the v2 bug class)
             from kforge_kernels.mla._cute_ptxreplay import check_p_exchange

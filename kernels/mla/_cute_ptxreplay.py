@@ -191,3 +191,18 @@ def check_direct_epilogue(ptx: str, s: int, h: int) -> str | None:
         if got != want or max(lse_idx[k] for k in got) != 1:
             return f"row block {m_block}: lse stores hit {len(got & want)} of {len(want)} [h, s] slots."
     return None
+
+
+def barrier_sites(ptx: str) -> dict[str, int]:
+    """Named-barrier instructions that appear at more than one place in ``ptx``: {``"bar.arrive 4"``: sites}.
+
+    ``bar.sync`` / ``bar.arrive`` are aligned: a warp must reach them at one instruction.  LLVM may
+    duplicate one into both sides of a branch (the DSL emits them as inline asm it does not treat as
+    convergent); that is harmless behind a warp-uniform condition and a hang behind a per-thread
+    one (devlog run 9).  A duplicate is a reason to read the branch above it, not proof of a bug.
+    """
+    import re
+    from collections import Counter
+
+    sites = Counter(f"{m.group(1)} {m.group(2)}" for m in re.finditer(r"^\s*(bar\.sync|bar\.arrive)\s+(\d+)", ptx, re.M))
+    return {k: n for k, n in sorted(sites.items()) if n > 1}
