@@ -37,6 +37,8 @@ def _records(tr, ctas: int = 3, pages: int = 16) -> np.ndarray:
                         base + 500 + k * PERIOD + 100 * e + 10 * w)
         rec[c, 4:6] = base + 500 + pairs * PERIOD  # loop end
         rec[c, 6:8] = base + 500 + pairs * PERIOD + 2000  # epilogue end
+        rec[c, 8] = 2**32 - 1000  # global timer (ns) at WG0's start, wrapping too; 1800 MHz inside the kernel
+        rec[c, 9] = rec[c, 8] + (rec[c, 6] - rec[c, 0]) * 1000 // 1800
         prod = tr.TRACE_HDR + 2 * tr.TRACE_PAIRS * tr.TRACE_EVENTS
         for p in range(pages):
             rec[c, prod + 2 * p] = base + 500 + (p // 2 - 1) * PERIOD + 3000 + 1000 * (p % 2)
@@ -51,6 +53,7 @@ def test_analyse_reads_periods_offsets_and_producer_through_a_clock_wrap() -> No
     assert res["pair_period"] == PERIOD
     assert res["cta"]["start_to_q_landed"] == 300 and res["cta"]["q_landed_to_first_pair"] == 200
     assert res["cta"]["page_loop"] == 8 * PERIOD and res["cta"]["epilogue"] == 2000
+    assert res["sm_mhz_in_kernel"] == pytest.approx(1800, rel=1e-3)
     by = {(r["wg"], r["event"]): r["median"] for r in res["events"]}
     assert by[(0, 0)] == 0 and by[(0, 7)] == 700 and by[(1, 3)] == 310
     # page 2k+2 (next A) got its slots at pair k's start + 3000, page 2k+3 (next B) at + 4000

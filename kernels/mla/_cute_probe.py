@@ -20,15 +20,33 @@ class TraceProbe:
     trace = False
     m_blocks: int
 
+    def _record(self, mSem):
+        """This CTA's ``TRACE_PER_CTA`` words of the probe buffer (the counter argument)."""
+        m_block, bi, split = cute.arch.block_idx()
+        _, b, _ = cute.arch.grid_dim()
+        cta = (split * b + bi) * self.m_blocks + m_block
+        return cute.make_tensor(mSem.iterator + cta * TRACE_PER_CTA, cute.make_layout(TRACE_PER_CTA))
+
     @cute.jit
-    def _stamp(self, mSem, slot):
-        """Timeline probe (``trace`` kinds only): this SM's clock into word ``slot`` of this CTA's record."""
+    def _stamp(self, mSem, slot, ns: cutlass.Constexpr = False):
+        """Timeline probe (``trace`` kinds only): this SM's clock (or, ``ns``, the global timer's low word)
+        into word ``slot`` of this CTA's record."""
         if cutlass.const_expr(self.trace):
-            m_block, bi, split = cute.arch.block_idx()
-            _, b, _ = cute.arch.grid_dim()
-            cta = (split * b + bi) * self.m_blocks + m_block
-            rec = cute.make_tensor(mSem.iterator + cta * TRACE_PER_CTA, cute.make_layout(TRACE_PER_CTA))
-            rec[slot] = cute.arch.clock()
+            if cutlass.const_expr(ns):
+                self._record(mSem)[slot] = cute.arch.globaltimer_lo()
+            else:
+                self._record(mSem)[slot] = cute.arch.clock()
+
+    @cute.jit
+    def _stamp_ns(self, mSem, ctid, slot):
+        """Timeline probe: the global nanosecond timer (low word) into header word ``slot`` (first warp).
+
+        Next to the SM-clock words it gives the SM clock the kernel actually ran at (cycles / ns),
+        which NVML's samples between kernels can miss on a power-capped board.
+        """
+        if cutlass.const_expr(self.trace):
+            if ctid < 32:
+                self._stamp(mSem, slot, True)
 
     @cute.jit
     def _hdr(self, mSem, ctid, slot):

@@ -99,6 +99,8 @@ class MlaSplitSm90Seesaw(SeesawOps, MlaSplitSm90):
         first_masked_pos = t - self.s + 1
 
         self._hdr(mSem, ctid, c)  # consumer start
+        if c == 0:
+            self._stamp_ns(mSem, ctid, 8)
         q_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, 1)
         q_pipe.consumer_wait(q_state)
         self._hdr(mSem, ctid, 2 + c)  # Q landed
@@ -230,6 +232,8 @@ class MlaSplitSm90Seesaw(SeesawOps, MlaSplitSm90):
             self._merge_splits(thr_pv, acc_O, tScS_mn, m_run, total, m_block, bi, split, c, ctid, sh,
                                mOp, mLp, mOut, mLse, mSem, scale_log2)
         self._hdr(mSem, ctid, 6 + c)  # epilogue (and pair merge) done
+        if c == 0:
+            self._stamp_ns(mSem, ctid, 9)
 
     @cute.jit
     def _pair_epilogue(self, acc_O, tOgO, tScS_mn, m_run, row_sum, sh, m_block, bi, split, c, ctid, mLp, scale_log2):

@@ -73,6 +73,10 @@ def analyse(recs, n_pages: int) -> dict:
         "epilogue": med(_wrap(hdr[:, 6] - hdr[:, 4])),
         "total": med(_wrap(hdr[:, 6] - hdr[:, 0])),
     }
+    # the SM clock inside the kernel: WG0's cycles over its global-timer nanoseconds, per CTA
+    ns = _wrap(hdr[:, 9] - hdr[:, 8])
+    ok = ns > 0
+    out["sm_mhz_in_kernel"] = med(_wrap(hdr[ok, 6] - hdr[ok, 0]) * 1000.0 / ns[ok]) if ok.any() else None
     out["pair_period"] = med(_wrap(start[:, 2:n_pairs] - start[:, 1:n_pairs - 1])) if n_pairs > 2 else None
     rows = []
     for wg in (0, 1):
@@ -94,7 +98,9 @@ def analyse(recs, n_pages: int) -> dict:
 
 def _print(res: dict, mhz: float) -> None:
     us = lambda c: c / mhz  # noqa: E731 - cycles at mhz MHz -> microseconds
-    print(f"{res['ctas']} CTAs, {res['pairs']} traced pairs each; SM clock {mhz:.0f} MHz")
+    inside = res.get("sm_mhz_in_kernel")
+    print(f"{res['ctas']} CTAs, {res['pairs']} traced pairs each; SM clock {mhz:.0f} MHz (NVML)"
+          + (f", {inside:.0f} MHz inside the kernel (cycles / global timer)" if inside else ""))
     for k, v in res["cta"].items():
         print(f"  {k:<24} {v:9.0f} cyc {us(v):7.2f} us")
     if res["pair_period"]:
