@@ -2,9 +2,10 @@
 
 A kernel's device time scales with its clock, and the H200 moves that clock by itself (power
 cap, temperature): a 4% step in the middle of a trial looks exactly like a slower kernel.  So
-the CUDA clock samples the SM clock and NVML's "clock event reasons" twice in every timed round
-(once the launch is enqueued -- the device is then in the spin kernel before the start event or
-already in the work -- and once the end event completed), and every trial row carries them::
+the CUDA clock samples the SM clock and NVML's "clock event reasons" in every timed round -- once
+the launch is enqueued and once after the end event; for kernels of ``POLL_MIN_S`` (0.4 ms) and
+longer also every ~0.1 ms in between (:func:`sample_while`) -- the lowest clock and every reason
+count, and every trial row carries them::
 
     sm_clock_mhz   {"min": 1965, "median": 1980, "max": 1980}   # lower reading of each kept round
     clock_events   ["sw_power_cap"]      # reasons seen in any kept round, "gpu_idle" left out
@@ -19,7 +20,10 @@ average drops, and the round is taken again (at most as many re-takes as rounds;
 them; when that budget runs out the rest are kept and the note says so).  Measured on the H200 (devlog run 8): the 1 ms speculative kernel, timed back to back,
 pushes the board to its 700 W limit within ~0.5 s and the SM clock wanders 1830-1980 MHz, so the
 same kernel reads 946 or 966 us depending on what ran before it; decode (~300 W) never throttles.
-With the guard, throttled rounds no longer enter the figure, which makes versions and runs comparable
+Run 9 showed why the samples must span the round: sampled only at enqueue (the
+device still in the flush and spin) and after the end, a heated board read 1965 MHz while its 1 ms
+spec kernel ran ~5% slow -- the clock drops under the kernel's power and recovers as soon as it
+ends.  With the guard, throttled rounds no longer enter the figure, which makes versions and runs comparable
 (rounds slow for another reason -- a clock set below the maximum, an idle dip -- are kept and show
 in ``sm_clock_mhz``); it does not claim sustained throughput under the power cap.
 
@@ -34,11 +38,13 @@ import ctypes
 import dataclasses
 import functools
 import statistics
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 __all__ = ["ClockReader", "ClockGuard", "REASONS", "THROTTLE_BITS", "DEFAULT_GUARD_PCT", "reader_for",
-           "guard_for", "reason_names", "clock_fields", "CLOCK_NOTE_PCT"]
+           "guard_for", "reason_names", "clock_fields", "CLOCK_NOTE_PCT", "sample_while",
+           "merge_samples", "POLL_MIN_S"]
 
 #: NVML's clock event reason bits (nvml.h, ``nvmlClocksEventReason*``), by the names rows use
 REASONS: dict[int, str] = {
@@ -52,6 +58,9 @@ THROTTLE_BITS = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
 CLOCK_NOTE_PCT = 2.0
 #: rounds below this % of the maximum SM clock, with a throttle reason, are re-taken
 DEFAULT_GUARD_PCT = 99.0
+#: a round whose previous round took at least this long is sampled all through (``sample_while``);
+#: shorter ones once at enqueue and once after the end (a poll's last pause would show in their wall time)
+POLL_MIN_S = 4e-4
 _NVML_CLOCK_SM = 1
 
 
@@ -105,6 +114,32 @@ class ClockGuard:
 
     def describe(self) -> str:
         return f"rounds throttled below {self.min_mhz} MHz ({self.pct:g}% of {self.max_mhz}) re-taken"
+
+
+def merge_samples(samples: Sequence[tuple[int, int]]) -> tuple[int, int]:
+    """``(lowest SM MHz, OR of reason masks)`` of NVML samples; a clock NVML would not give (0) is left out."""
+    clocks = [m for m, _ in samples if m > 0]
+    mask = 0
+    for _, bits in samples:
+        mask |= bits
+    return (min(clocks) if clocks else 0, mask)
+
+
+def sample_while(reader: Any, busy: Callable[[], bool], *, period_s: float = 1e-4,
+                 max_samples: int = 20_000) -> tuple[int, int]:
+    """:func:`merge_samples` of samples taken until ``busy()`` turns False.
+
+    One sample before the first check and one after the last, so a round that is already done
+    still reads twice; in between one every ``period_s`` (an NVML read costs tens of microseconds,
+    the pause keeps the poll light).  ``max_samples`` bounds a round that never finishes; the
+    caller's own wait takes over then.
+    """
+    read = [reader.sample()]
+    while len(read) < max_samples and busy():
+        time.sleep(period_s)
+        read.append(reader.sample())
+    read.append(reader.sample())
+    return merge_samples(read)
 
 
 def guard_for(reader: ClockReader | None, pct: float) -> ClockGuard | None:

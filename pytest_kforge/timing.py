@@ -51,7 +51,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .errors import KforgeError
-from .gpuclock import DEFAULT_GUARD_PCT, ClockGuard, clock_fields, guard_for, reader_for
+from .gpuclock import (
+    DEFAULT_GUARD_PCT, POLL_MIN_S, ClockGuard, clock_fields, guard_for, merge_samples, reader_for, sample_while,
+)
 from .streamaudit import _audit_events, _device_events, _markers, stream_audit  # noqa: F401 - re-exported
 
 __all__ = ["TimingResult", "MeasurementError", "CudaClock", "CpuClock", "make_clock", "time_launch",
@@ -145,6 +147,8 @@ class CudaClock:
         self._clock_reader = reader_for(device)
         #: ``(sm_mhz, reason_mask)`` of the last round (lowest clock, all reasons), None without NVML
         self.last_sample: tuple[int, int] | None = None
+        #: device time of the last round: decides whether the next one polls the clock all through
+        self._last_device_s = 0.0
         self.guard = guard_for(self._clock_reader, DEFAULT_GUARD_PCT if guard_pct is None else guard_pct)
 
     def flush(self) -> None:
@@ -167,16 +171,21 @@ class CudaClock:
         launch()
         h1 = time.perf_counter()
         end.record()
-        # read once the launch is enqueued (the device is in the spin or the work, not idle) and again
-        # after the end event: the lower clock and every reason of the two count for the round
-        during = self._clock_reader.sample() if self._clock_reader is not None else None
         host_s = h1 - h0
         self._spin_cycles = int(min(4e6, max(2e5, 2.0 * host_s * 2.0e9)))
-        end.synchronize()
-        if during is not None:
-            after = self._clock_reader.sample()
-            read = [m for m in (during[0], after[0]) if m > 0]
-            self.last_sample = (min(read) if read else 0, during[1] | after[1])
+        reader = self._clock_reader
+        if reader is not None and self._last_device_s >= POLL_MIN_S:
+            # a long kernel: sample until the end event completes -- a power-capped board drops its
+            # clock under the kernel and recovers right after it (run 9), so the readings at enqueue
+            # (the device still in the spin) and after the end both miss it
+            self.last_sample = sample_while(reader, lambda: not end.query())
+            end.synchronize()
+        elif reader is not None:
+            during = reader.sample()
+            end.synchronize()
+            self.last_sample = merge_samples([during, reader.sample()])
+        else:
+            end.synchronize()
         t_end = time.perf_counter()
         torch.cuda.synchronize()
         t1 = time.perf_counter()
@@ -184,7 +193,8 @@ class CudaClock:
             raise MeasurementError("the current CUDA stream still has pending work after synchronize")
         # the wall time compared with the device time leaves out the flush + spin (device-measured)
         lead_s = pre.elapsed_time(start) / 1e3
-        return start.elapsed_time(end) / 1e3, max(t1 - t0 - lead_s, 0.0), t1 - t_end, host_s
+        self._last_device_s = start.elapsed_time(end) / 1e3
+        return self._last_device_s, max(t1 - t0 - lead_s, 0.0), t1 - t_end, host_s
 
 
 class CpuClock:

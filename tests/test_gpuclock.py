@@ -163,3 +163,35 @@ def test_index_fallback_only_on_a_single_gpu_machine(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(gpuclock, "_nvml", lambda: _FakeNvml(count))
     monkeypatch.setattr(gpuclock, "_torch_uuid", lambda device: "GPU-00000000-0000-0000-0000-000000000000")
     assert (gpuclock.reader_for("cuda:0") is not None) is found
+
+
+class _ScriptedReader:
+    """NVML stand-in: returns the scripted samples in order, then the last one forever."""
+
+    def __init__(self, samples):
+        self.samples, self.calls = list(samples), 0
+
+    def sample(self):
+        self.calls += 1
+        return self.samples[min(self.calls - 1, len(self.samples) - 1)]
+
+
+def test_merge_samples_takes_the_lowest_clock_and_every_reason() -> None:
+    from pytest_kforge.gpuclock import merge_samples
+
+    assert merge_samples([(1980, 0x1), (1845, 0x4), (0, 0x80), (1965, 0)]) == (1845, 0x85)
+    assert merge_samples([(0, 0), (0, 0x4)]) == (0, 0x4)  # NVML gave no clock: 0, reasons kept
+
+
+def test_sample_while_catches_a_dip_inside_the_round_that_its_ends_miss() -> None:
+    """Run 9's heated board: full clock at enqueue and after the end, throttled in between."""
+    from pytest_kforge.gpuclock import sample_while
+
+    reader = _ScriptedReader([(1965, 0), (1860, 0x4), (1830, 0x4), (1965, 0)])
+    polls = iter([True, True, False])
+    assert sample_while(reader, lambda: next(polls), period_s=0) == (1830, 0x4)
+    assert reader.calls == 4  # before, two while busy, after
+    done = _ScriptedReader([(1980, 0), (1980, 0)])
+    assert sample_while(done, lambda: False, period_s=0) == (1980, 0) and done.calls == 2
+    stuck = _ScriptedReader([(1980, 0)])
+    assert sample_while(stuck, lambda: True, period_s=0, max_samples=5) == (1980, 0) and stuck.calls == 6
