@@ -154,8 +154,13 @@ class CudaClock:
     def flush(self) -> None:
         self._flush_buf.fill_(1)
 
-    def round(self, launch: Callable[[], Any], flush: bool = False) -> tuple[float, float, float, float]:
-        """``(device_s, wall_s, residual_s, host_s)`` of one launch (flushing L2 first if asked)."""
+    def round(self, launch: Callable[[], Any], flush: bool = False,
+              remember: bool = True) -> tuple[float, float, float, float]:
+        """``(device_s, wall_s, residual_s, host_s)`` of one launch (flushing L2 first if asked).
+
+        ``remember``: this round's device time decides whether the next round polls the clock
+        (``POLL_MIN_S``); empty overhead rounds pass False so they do not switch the poll off.
+        """
         torch = self._torch
         pre, start, end = (torch.cuda.Event(enable_timing=True) for _ in range(3))
         torch.cuda.synchronize()
@@ -193,8 +198,10 @@ class CudaClock:
             raise MeasurementError("the current CUDA stream still has pending work after synchronize")
         # the wall time compared with the device time leaves out the flush + spin (device-measured)
         lead_s = pre.elapsed_time(start) / 1e3
-        self._last_device_s = start.elapsed_time(end) / 1e3
-        return self._last_device_s, max(t1 - t0 - lead_s, 0.0), t1 - t_end, host_s
+        device_s = start.elapsed_time(end) / 1e3
+        if remember:
+            self._last_device_s = device_s
+        return device_s, max(t1 - t0 - lead_s, 0.0), t1 - t_end, host_s
 
 
 class CpuClock:
@@ -209,7 +216,8 @@ class CpuClock:
     def flush(self) -> None:
         pass
 
-    def round(self, launch: Callable[[], Any], flush: bool = False) -> tuple[float, float, float, float]:
+    def round(self, launch: Callable[[], Any], flush: bool = False,
+              remember: bool = True) -> tuple[float, float, float, float]:
         before = set(threading.enumerate())
         t0 = time.perf_counter()
         launch()
@@ -228,11 +236,13 @@ def make_clock(device: str, guard_pct: float | None = None) -> CudaClock | CpuCl
 
 def time_launch(launch: Callable[[], Any], *, clock: CudaClock | CpuClock, rounds: int, warmup: int) -> TimingResult:
     """Warm up, measure the overhead of an empty round, then time ``rounds`` launches."""
-    for _ in range(warmup):
+    for _ in range(warmup - 1):
         launch()
-    clock.round(lambda: None, flush=True)
+    if warmup > 0:
+        clock.round(launch, flush=True)  # the last warm-up through the clock: it learns the kernel's length
+    clock.round(lambda: None, flush=True, remember=False)
     # an empty round includes the flush, so the wall-vs-device check compares like with like
-    overhead = statistics.median(clock.round(lambda: None, flush=True)[1] for _ in range(5))
+    overhead = statistics.median(clock.round(lambda: None, flush=True, remember=False)[1] for _ in range(5))
     samples: list[float] = []
     walls: list[float] = []
     residuals: list[float] = []

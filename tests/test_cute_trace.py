@@ -72,3 +72,15 @@ def test_probe_refuses_a_kind_without_the_probe(capsys: pytest.CaptureFixture[st
     pytest.importorskip("torch")
     assert tr.main(["--kind", "sm90_seesaw_ownp_evict"]) == 2
     assert "not a probe kind" in capsys.readouterr().out
+
+
+def test_analyse_leaves_unwritten_pairs_out() -> None:
+    """A split of 2 pages has no middle pair (no event rows); a CTA with fewer pages than the others
+    (a ragged last split) adds no zeros to the medians."""
+    tr, lay = _trace(), _layout()
+    assert tr.analyse(_records(lay, pages=2), 2)["events"] == []
+    recs = _records(lay, ctas=4, pages=16)
+    short = _records(lay, ctas=1, pages=8)  # this CTA wrote 4 pairs of the 8
+    res = tr.analyse(np.concatenate([recs, short]), 16)
+    assert res["pair_period"] == PERIOD
+    assert {(r["wg"], r["event"]): r["median"] for r in res["events"]}[(0, 7)] == 700

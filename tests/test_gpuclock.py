@@ -47,16 +47,17 @@ def test_time_launch_collects_one_sample_per_round() -> None:
             self.n = 0
             self.last_sample: tuple[int, int] | None = None
 
-        def round(self, launch, flush=False):  # type: ignore[no-untyped-def]
-            out = super().round(launch, flush)
+        def round(self, launch, flush=False, remember=True):  # type: ignore[no-untyped-def]
+            out = super().round(launch, flush, remember)
             self.n += 1
             self.last_sample = (1900 + self.n, 0x4 if self.n % 2 else 0)
             return out
 
     res = time_launch(lambda: time.sleep(0.0005), clock=SampledClock(), rounds=4, warmup=1)
-    # 1 + 5 empty rounds measure the overhead first; the 4 timed rounds come after them
-    assert res.clock_mhz == [1907, 1908, 1909, 1910]
-    assert res.clock_reasons == [0x4, 0, 0x4, 0]
+    # the warm-up goes through the clock (it learns the kernel's length), then 1 + 5 empty rounds
+    # measure the overhead; the 4 timed rounds come after them
+    assert res.clock_mhz == [1908, 1909, 1910, 1911]
+    assert res.clock_reasons == [0, 0x4, 0, 0x4]
 
 
 def test_cpu_clock_has_no_clock_samples() -> None:
@@ -112,8 +113,8 @@ def test_time_launch_retakes_throttled_rounds_and_counts_them() -> None:
             self.guard = gpuclock.ClockGuard(min_mhz=1960, max_mhz=1980, pct=99.0, pause_s=0.0)
             self.last_sample: tuple[int, int] | None = None
 
-        def round(self, launch, flush=False):  # type: ignore[no-untyped-def]
-            out = super().round(launch, flush)
+        def round(self, launch, flush=False, remember=True):  # type: ignore[no-untyped-def]
+            out = super().round(launch, flush, remember)
             self.n += 1
             self.last_sample = (1830, 0x4) if self.n % 3 == 0 else (1980, 0)
             return out

@@ -51,6 +51,16 @@ def _wrap(x):
     return ((np.asarray(x, dtype=np.int64) + 2**31) % 2**32) - 2**31
 
 
+def _gaps(later, earlier):
+    """``later - earlier`` in cycles, NaN where either word was never written (a CTA of a short
+    split has fewer pairs; the buffer starts zeroed)."""
+    import numpy as np
+
+    d = _wrap(np.asarray(later) - np.asarray(earlier)).astype(float)
+    d[(np.asarray(later) == 0) | (np.asarray(earlier) == 0)] = np.nan
+    return d
+
+
 def analyse(recs, n_pages: int) -> dict:
     """Medians of the probe's records (``[ctas, TRACE_PER_CTA]`` int32) for CTAs of ``n_pages`` pages."""
     import numpy as np
@@ -62,8 +72,8 @@ def analyse(recs, n_pages: int) -> dict:
     ev = recs[:, TRACE_HDR:TRACE_HDR + 2 * TRACE_PAIRS * TRACE_EVENTS].reshape(-1, 2, TRACE_PAIRS, TRACE_EVENTS)
     prod = recs[:, TRACE_HDR + 2 * TRACE_PAIRS * TRACE_EVENTS:].reshape(-1, TRACE_PAGES, 2)
     start = ev[:, 0, :, 0]  # [cta, pair]: WG0's pair start
-    mid = list(range(1, max(n_pairs - 1, 2)))
-    med = lambda a: float(np.median(a))  # noqa: E731
+    mid = list(range(1, n_pairs - 1))  # no pipeline fill (pair 0) or drain (the last)
+    med = lambda a: float(np.nanmedian(a))  # noqa: E731
     out: dict = {"ctas": int(recs.shape[0]), "pairs": n_pairs}
     hdr = recs[:, :TRACE_HDR]
     out["cta"] = {
@@ -77,13 +87,13 @@ def analyse(recs, n_pages: int) -> dict:
     ns = _wrap(hdr[:, 9] - hdr[:, 8])
     ok = ns > 0
     out["sm_mhz_in_kernel"] = med(_wrap(hdr[ok, 6] - hdr[ok, 0]) * 1000.0 / ns[ok]) if ok.any() else None
-    out["pair_period"] = med(_wrap(start[:, 2:n_pairs] - start[:, 1:n_pairs - 1])) if n_pairs > 2 else None
+    out["pair_period"] = med(_gaps(start[:, 2:n_pairs], start[:, 1:n_pairs - 1])) if n_pairs > 2 else None
     rows = []
     for wg in (0, 1):
-        for e in range(TRACE_EVENTS):
-            d = _wrap(ev[:, wg, mid, e] - start[:, mid])
+        for e in range(TRACE_EVENTS if mid else 0):  # a split of 1-2 pairs has no middle pair
+            d = _gaps(ev[:, wg, mid, e], start[:, mid])
             rows.append({"wg": wg, "event": e, "name": EVENTS[e][wg], "median": med(d),
-                         "p10": float(np.percentile(d, 10)), "p90": float(np.percentile(d, 90))})
+                         "p10": float(np.nanpercentile(d, 10)), "p90": float(np.nanpercentile(d, 90))})
     out["events"] = rows
     # the producer got page 2k+2 (next A) and 2k+3 (next B)'s slots: offsets from pair k's start
     got = {}
@@ -91,7 +101,7 @@ def analyse(recs, n_pages: int) -> dict:
                          ("next B first slot", 3, 0), ("next B last slot", 3, 1)):
         ks = [k for k in mid if 2 * k + off < min(n_pages, TRACE_PAGES)]
         if ks:
-            got[name] = med(_wrap(prod[:, [2 * k + off for k in ks], j] - start[:, ks]))
+            got[name] = med(_gaps(prod[:, [2 * k + off for k in ks], j], start[:, ks]))
     out["producer"] = got
     return out
 
