@@ -8,6 +8,7 @@ compiled function is kept in ``_CACHE`` for the life of the process.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from collections.abc import Mapping
@@ -61,13 +62,15 @@ def _arch() -> str:
 #: the kernel kinds a version can name.  Classes are imported on first use and only from the modules
 #: they live in (the DSL is needed only to compile; the profiler detects a version's features in the
 #: kernel modules its run loaded), with plain imports: the trust checker rejects dynamic ones.
+#: kinds with a timeline-probe twin ``<kind>_trace``: the same kernel with ``trace = True`` (``_cute_trace``)
+TRACEABLE = ("sm90_seesaw_ownp_evict", "sm90_seesaw_pair_bf16", "sm90_seesaw_pair_soft1", "sm90_seesaw_pair_early",
+             "sm90_seesaw_pair_vrfirst")
 KINDS = ("sm80", "sm80_dedup", "sm90", "sm90_pvfirst", "sm90_lazy", "sm90_bf16p", "sm90_seesaw", "sm90_seesaw_chunked",
          "sm90_seesaw_fused", "sm90_seesaw_early", "sm90_seesaw_wcomb", "sm90_seesaw_pf", "sm90_seesaw_pf_pdl",
          "sm90_stagger", "sm90_stagger_evict", "sm90_stagger_ordered", "sm90_seesaw_ownp",
          "sm90_seesaw_ownp_evict", "sm90_seesaw_qregs", "sm90_seesaw_mcast", "sm90_seesaw_pair",
-         "sm90_seesaw_pair_bf16", "sm90_seesaw_pair_l2", "sm90_seesaw_ownp_evict_trace", "sm90_seesaw_pair_bf16_trace",
-         "sm90_seesaw_pair_soft1", "sm90_seesaw_pair_soft1_trace", "sm90_seesaw_pair_early",
-         "sm90_seesaw_pair_early_trace", "sm90_seesaw_pair_vrfirst", "sm90_seesaw_pair_vrfirst_trace")
+         "sm90_seesaw_pair_bf16", "sm90_seesaw_pair_l2", "sm90_seesaw_pair_soft1", "sm90_seesaw_pair_early",
+         "sm90_seesaw_pair_vrfirst") + tuple(f"{k}_trace" for k in TRACEABLE)
 
 
 def _check_kind(kind: str) -> None:
@@ -75,8 +78,18 @@ def _check_kind(kind: str) -> None:
         raise ValueError(f"unknown CuTe MLA kernel kind {kind!r}; use one of {', '.join(repr(k) for k in KINDS)}.")
 
 
+@functools.lru_cache(maxsize=None)
+def _traced(cls: type) -> type:
+    """``cls`` with the timeline probe switched on (one class per kind, so compiles are cached as usual)."""
+    return type(f"{cls.__name__}Trace", (cls,), {
+        "trace": True, "__module__": cls.__module__,
+        "__doc__": f"{cls.__name__}'s kernel with the timeline probe (``_cute_trace``; not a version)."})
+
+
 def _kernel_class(kind: str) -> Any:
     _check_kind(kind)
+    if kind.endswith("_trace"):
+        return _traced(_kernel_class(kind.removesuffix("_trace")))
     if kind == "sm80":
         from kforge_kernels.mla._cute_sm80 import MlaSplitSm80
 
@@ -103,13 +116,9 @@ def _kernel_class(kind: str) -> Any:
 
             return {"sm90_seesaw_pair": sp.MlaSplitSm90SeesawPair, "sm90_seesaw_pair_bf16": sp.MlaSplitSm90SeesawPairBf16,
                     "sm90_seesaw_pair_l2": sp.MlaSplitSm90SeesawPairL2,
-                    "sm90_seesaw_pair_bf16_trace": sp.MlaSplitSm90SeesawPairBf16Trace,
                     "sm90_seesaw_pair_soft1": s1.MlaSplitSm90SeesawSoftFirst,
-                    "sm90_seesaw_pair_soft1_trace": s1.MlaSplitSm90SeesawSoftFirstTrace,
                     "sm90_seesaw_pair_early": sp.MlaSplitSm90SeesawPairEarlyRelease,
-                    "sm90_seesaw_pair_early_trace": sp.MlaSplitSm90SeesawPairEarlyReleaseTrace,
-                    "sm90_seesaw_pair_vrfirst": sp.MlaSplitSm90SeesawPairVrFirst,
-                    "sm90_seesaw_pair_vrfirst_trace": sp.MlaSplitSm90SeesawPairVrFirstTrace}[kind]
+                    "sm90_seesaw_pair_vrfirst": sp.MlaSplitSm90SeesawPairVrFirst}[kind]
         return {
             "sm90_seesaw": ss.MlaSplitSm90Seesaw, "sm90_seesaw_chunked": ss.MlaSplitSm90SeesawChunked,
             "sm90_seesaw_early": ss.MlaSplitSm90SeesawEarly,
@@ -117,7 +126,6 @@ def _kernel_class(kind: str) -> Any:
             "sm90_seesaw_pf_pdl": ss.MlaSplitSm90SeesawPrefetchPdl, "sm90_seesaw_ownp": ss.MlaSplitSm90SeesawOwnP,
             "sm90_seesaw_ownp_evict": ss.MlaSplitSm90SeesawOwnPEvict, "sm90_seesaw_qregs": ss.MlaSplitSm90SeesawQRegs,
             "sm90_seesaw_mcast": ss.MlaSplitSm90SeesawMulticast,
-            "sm90_seesaw_ownp_evict_trace": ss.MlaSplitSm90SeesawOwnPEvictTrace,
         }[kind]
     from kforge_kernels.mla import _cute_sm90 as sm
 
@@ -132,13 +140,11 @@ def _combine_class(kind: str) -> Any:
         from kforge_kernels.mla._cute_combine2 import MlaCombineOnePass
 
         return MlaCombineOnePass
-    if kind in ("sm90_seesaw_wcomb", "sm90_seesaw_pf", "sm90_seesaw_pf_pdl", "sm90_stagger", "sm90_stagger_evict",
-                "sm90_stagger_ordered", "sm90_seesaw_ownp", "sm90_seesaw_ownp_evict",
-                "sm90_seesaw_qregs", "sm90_seesaw_mcast", "sm90_seesaw_pair",
-         "sm90_seesaw_pair_bf16", "sm90_seesaw_pair_l2", "sm90_seesaw_ownp_evict_trace",
-                "sm90_seesaw_pair_bf16_trace", "sm90_seesaw_pair_soft1", "sm90_seesaw_pair_soft1_trace",
-                "sm90_seesaw_pair_early", "sm90_seesaw_pair_early_trace", "sm90_seesaw_pair_vrfirst",
-                "sm90_seesaw_pair_vrfirst_trace"):
+    base = kind.removesuffix("_trace")  # a probe twin merges like its kind
+    if base.startswith("sm90_seesaw_pair") or base in (
+            "sm90_seesaw_wcomb", "sm90_seesaw_pf", "sm90_seesaw_pf_pdl", "sm90_stagger", "sm90_stagger_evict",
+            "sm90_stagger_ordered", "sm90_seesaw_ownp", "sm90_seesaw_ownp_evict", "sm90_seesaw_qregs",
+            "sm90_seesaw_mcast"):
         from kforge_kernels.mla import _cute_combine3 as c3
 
         return c3.MlaCombineWarpRowsPdl if kind == "sm90_seesaw_pf_pdl" else c3.MlaCombineWarpRows

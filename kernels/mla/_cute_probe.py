@@ -38,22 +38,16 @@ class TraceProbe:
                 self._record(mSem)[slot] = cute.arch.clock()
 
     @cute.jit
-    def _stamp_ns(self, mSem, ctid, slot):
-        """Timeline probe: the global nanosecond timer (low word) into header word ``slot`` (first warp).
+    def _hdr(self, mSem, ctid, slot, ns: cutlass.Constexpr = False):
+        """Timeline probe: header word ``slot`` (the warpgroup's first warp; see ``_ev``).
 
-        Next to the SM-clock words it gives the SM clock the kernel actually ran at (cycles / ns),
-        which NVML's samples between kernels can miss on a power-capped board.
+        ``ns``: the global nanosecond timer instead of the SM clock -- next to the clock words it
+        gives the SM clock the kernel actually ran at (cycles / ns), which NVML's samples between
+        kernels can miss on a power-capped board.
         """
         if cutlass.const_expr(self.trace):
             if ctid < 32:
-                self._stamp(mSem, slot, True)
-
-    @cute.jit
-    def _hdr(self, mSem, ctid, slot):
-        """Timeline probe: header word ``slot`` (the warpgroup's first warp; see ``_ev``)."""
-        if cutlass.const_expr(self.trace):
-            if ctid < 32:
-                self._stamp(mSem, slot)
+                self._stamp(mSem, slot, ns)
 
     @cute.jit
     def _ev(self, mSem, ctid, c, k, e: cutlass.Constexpr):

@@ -100,7 +100,7 @@ class MlaSplitSm90Seesaw(SeesawOps, MlaSplitSm90):
 
         self._hdr(mSem, ctid, c)  # consumer start
         if c == 0:
-            self._stamp_ns(mSem, ctid, 8)
+            self._hdr(mSem, ctid, 8, True)  # global timer at WG0's start
         q_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, 1)
         q_pipe.consumer_wait(q_state)
         self._hdr(mSem, ctid, 2 + c)  # Q landed
@@ -233,7 +233,7 @@ class MlaSplitSm90Seesaw(SeesawOps, MlaSplitSm90):
                                mOp, mLp, mOut, mLse, mSem, scale_log2)
         self._hdr(mSem, ctid, 6 + c)  # epilogue (and pair merge) done
         if c == 0:
-            self._stamp_ns(mSem, ctid, 9)
+            self._hdr(mSem, ctid, 9, True)  # and at its end
 
     @cute.jit
     def _pair_epilogue(self, acc_O, tOgO, tScS_mn, m_run, row_sum, sh, m_block, bi, split, c, ctid, mLp, scale_log2):
@@ -291,12 +291,6 @@ class MlaSplitSm90SeesawOwnPEvict(MlaSplitSm90SeesawOwnP):
     """v19_cute: v18_cute with the L2 evict-first hint on every KV block load."""
 
     evict_first = True
-
-
-class MlaSplitSm90SeesawOwnPEvictTrace(MlaSplitSm90SeesawOwnPEvict):
-    """v19_cute's kernel with the timeline probe (``_cute_trace``; not a version)."""
-
-    trace = True
 
 
 class MlaSplitSm90SeesawQRegs(MlaSplitSm90SeesawOwnPEvict):

@@ -159,31 +159,13 @@ class MlaSplitSm90SeesawPairEarlyRelease(MlaSplitSm90SeesawPairBf16):
     early_release = True
 
 
-class MlaSplitSm90SeesawPairEarlyReleaseTrace(MlaSplitSm90SeesawPairEarlyRelease):
-    """v26_cute's kernel with the timeline probe (``_cute_trace``; not a version)."""
-
-    trace = True
-
-
 class MlaSplitSm90SeesawPairVrFirst(MlaSplitSm90SeesawPairEarlyRelease):
     """v27_cute: v26_cute with WG1's P_A V_AR queued before WG0's P_A V_AL (``vr_first``)."""
 
     vr_first = True
 
 
-class MlaSplitSm90SeesawPairVrFirstTrace(MlaSplitSm90SeesawPairVrFirst):
-    """v27_cute's kernel with the timeline probe (``_cute_trace``; not a version)."""
-
-    trace = True
-
-
 class MlaSplitSm90SeesawPairL2(MlaSplitSm90SeesawPair):
     """v24_cute: v22_cute with the halves of O exchanged through an L2-resident global workspace."""
 
     exchange = "global"
-
-
-class MlaSplitSm90SeesawPairBf16Trace(MlaSplitSm90SeesawPairBf16):
-    """v23_cute's kernel with the timeline probe (``_cute_trace``; not a version)."""
-
-    trace = True

@@ -70,9 +70,3 @@ class MlaSplitSm90SeesawSoftFirst(MlaSplitSm90SeesawPairBf16):
         if has_b:
             warpgroup.wait_group(0)
             self._release(kv_pipe, 1, ph)
-
-
-class MlaSplitSm90SeesawSoftFirstTrace(MlaSplitSm90SeesawSoftFirst):
-    """v25_cute's kernel with the timeline probe (``_cute_trace``; not a version)."""
-
-    trace = True
