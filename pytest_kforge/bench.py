@@ -32,7 +32,8 @@ __all__ = ["run_trial", "feed_benchmark", "machine_info_update", "RECHECK_SEED_O
 RECHECK_SEED_OFFSET = 7919
 #: the fields of a trial row that pytest-benchmark stores as ``extra_info`` (one-process and xdist runs)
 EXTRA_INFO_KEYS = ("tflops", "gbps", "pct_floor", "floor_us", "median_us", "spread_pct", "host_us", "params", "note",
-                   "clock", "sm_clock_mhz", "clock_events", "clock_retaken", "clock_guard", "clock_note", "error")
+                   "clock", "sm_clock_mhz", "clock_events", "clock_retaken", "clock_guard", "clock_note",
+                   "sm_clock_witness", "error")
 
 
 def _is_oom(exc: BaseException) -> bool:
@@ -176,9 +177,29 @@ def _run_trial(version: Version, trial: TrialConfig, ks: KforgeSession) -> tuple
     error = (side_stream_problem(res) or audit() or floor_problem(med, floor_s)
              or _recheck(version, used, inputs, outputs, ks))
     row["stream_audit"] = audit_state[0]  # "ok", "failed", why it could not run, or why it was not run
+    if error is None:
+        row["sm_clock_witness"] = _witness(launch, ks, med * 1e6)
     row["correct"] = error is None or not error.startswith("after timing")
     row["error"] = error
     return row, res
+
+
+def _witness(launch: Any, ks: KforgeSession, median_us: float) -> dict[str, Any] | None:
+    """The SM clock counted inside a burst of the trial (:mod:`~pytest_kforge.clockwitness`), or None (off, cpu).
+
+    Taken after the timed rounds, in the same exclusive GPU section; a failure of the witness
+    itself (say, a torch without ``torch.cuda._sleep``) is reported in the row, never fails the trial.
+    """
+    if not ks.clock_witness_ms or not str(ks.device).startswith("cuda"):
+        return None
+    from .clockwitness import summary, witness
+    from .gpuclock import reader_for
+
+    try:
+        w = witness(launch, window_ms=ks.clock_witness_ms, reader=reader_for(ks.device))
+    except Exception as exc:  # noqa: BLE001 - a measurement beside the figure, never its verdict
+        return {"error": f"{type(exc).__name__}: {exc}"}
+    return summary(w, median_us)
 
 
 def feed_benchmark(benchmark: Any, samples_s: Sequence[float], extra_info: Mapping[str, Any],

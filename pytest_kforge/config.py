@@ -11,6 +11,7 @@ exist.  Every key is optional::
     rounds = 100                     # timed rounds per trial config
     warmup = 10                      # untimed launches before timing
     clock_guard_pct = 99.0           # re-take rounds the GPU ran throttled below 99% of its max clock (0: off)
+    clock_witness_ms = 50.0          # after timing, count the SM clock inside a burst this long (0: off)
     fuzz_examples = 25               # hypothesis max_examples of test_fuzz (default 25, 10 on CPU)
     trials = ["decode", "spec"]      # trial names run by default (else each spec's default)
 
@@ -49,6 +50,7 @@ _KNOWN = {
     "rounds": int,
     "warmup": int,
     "clock_guard_pct": float,
+    "clock_witness_ms": float,
     "fuzz_examples": int,
     "trials": list,
     "trial_matrix": dict,
@@ -66,6 +68,7 @@ class KforgeConfig:
     rounds: int = 100
     warmup: int = 10
     clock_guard_pct: float = 99.0
+    clock_witness_ms: float = 50.0
     fuzz_examples: int | None = None  # None: 25 on a GPU, 10 on CPU
     trials: tuple[str, ...] | None = None
     trial_matrix: Mapping[str, Mapping[str, Mapping[str, int]]] = dataclasses.field(default_factory=dict)
@@ -117,6 +120,9 @@ def load_config(rootdir: str | Path) -> KforgeConfig:
             raise ConfigError(f"{where}: {key} must be positive, got {kwargs[key]!r}")
     if kwargs.get("warmup", 0) < 0:
         raise ConfigError(f"{where}: warmup must be 0 or more, got {kwargs['warmup']!r}")
+    if not 0 <= kwargs.get("clock_witness_ms", 0.0) <= 1000:
+        raise ConfigError(f"{where}: clock_witness_ms must be from 0 (off) to 1000 milliseconds, "
+                          f"got {kwargs['clock_witness_ms']!r}")
     if not 0 <= kwargs.get("clock_guard_pct", 0.0) < 100:
         raise ConfigError(f"{where}: clock_guard_pct must be from 0 (off) to below 100, got {kwargs['clock_guard_pct']!r}")
     try:

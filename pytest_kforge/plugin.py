@@ -82,6 +82,17 @@ def _guard_pct(value: str) -> float:
     return pct
 
 
+def _witness_ms(value: str) -> float:
+    try:
+        ms = float(value)
+    except ValueError:
+        ms = -1.0
+    if not 0 <= ms <= 1000:
+        raise argparse.ArgumentTypeError(f"--kforge-clock-witness {value!r} must be a number of milliseconds from 0 "
+                                         f"(off) to 1000, like 50")
+    return ms
+
+
 def _positive_float(value: str) -> float:
     try:
         x = float(value)
@@ -117,6 +128,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--kforge-clock-guard", metavar="PCT", type=_guard_pct, default=None,
                 help="re-take a timed round the GPU ran throttled (power/thermal) below PCT%% of its maximum SM "
                      "clock (default 99 or [tool.kforge] clock_guard_pct; 0: off)")
+    g.addoption("--kforge-clock-witness", metavar="MS", type=_witness_ms, default=None,
+                help="after timing a trial, count the SM clock inside an MS-millisecond burst of it with a spin "
+                     "kernel (NVML can report the boost clock while the SMs run slower; default 50 or "
+                     "[tool.kforge] clock_witness_ms; 0: off)")
     g.addoption("--kforge-seed", metavar="N", type=_int_at_least(0), default=None,
                 help="input seed (default: fresh random each run, printed in the header)")
     g.addoption("--kforge-json", metavar="PATH", type=Path, default=None,
@@ -182,6 +197,8 @@ def pytest_configure(config: pytest.Config) -> None:
         rounds=opt.kforge_rounds or cfg.rounds,
         warmup=opt.kforge_warmup if opt.kforge_warmup is not None else cfg.warmup,
         clock_guard_pct=opt.kforge_clock_guard if opt.kforge_clock_guard is not None else cfg.clock_guard_pct,
+        clock_witness_ms=(opt.kforge_clock_witness if opt.kforge_clock_witness is not None
+                          else cfg.clock_witness_ms),
         roofline=Roofline((opt.kforge_peak_tbs or cfg.peak_bandwidth_tbs) * 1e12,
                           (opt.kforge_peak_tflops or cfg.peak_tflops) * 1e12),
         fuzz_examples=opt.kforge_examples or _default_examples(cfg, device),

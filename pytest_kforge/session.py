@@ -79,6 +79,7 @@ class KforgeSession:
         bench: bool,
         json_path: Path | None,
         clock_guard_pct: float = 99.0,
+        clock_witness_ms: float = 0.0,
     ) -> None:
         self.config = config
         self.selection = selection
@@ -88,6 +89,7 @@ class KforgeSession:
         self.rounds = rounds
         self.warmup = warmup
         self.clock_guard_pct = clock_guard_pct  # 0: off (see pytest_kforge.gpuclock)
+        self.clock_witness_ms = clock_witness_ms  # 0: off (see pytest_kforge.clockwitness)
         self.roofline = roofline
         self.fuzz_examples = fuzz_examples
         self.bench = bench

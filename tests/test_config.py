@@ -34,11 +34,12 @@ def test_kforge_toml_wins(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("body", "message"), [
-    ("[tool.kforge]\nround = 5\n", "unknown key 'round'; known keys are clock_guard_pct, default_kernel, fuzz_examples, kernels_dir"),
+    ("[tool.kforge]\nround = 5\n", "unknown key 'round'; known keys are clock_guard_pct, clock_witness_ms, default_kernel, fuzz_examples, kernels_dir"),
     ("[tool.kforge]\nrounds = \"many\"\n", "rounds must be a int, got str 'many'"),
     ("[tool.kforge]\nrounds = 0\n", "rounds must be positive, got 0"),
     ("[tool.kforge]\nwarmup = -1\n", "warmup must be 0 or more, got -1"),
     ("[tool.kforge]\nclock_guard_pct = 100\n", "clock_guard_pct must be from 0 (off) to below 100, got 100.0"),
+    ("[tool.kforge]\nclock_witness_ms = -5\n", "clock_witness_ms must be from 0 (off) to 1000 milliseconds, got -5.0"),
     ("[tool.kforge]\ntrials = []\n", "trials must be a non-empty list of trial names"),
     ("[tool.kforge.trial_matrix.mla]\nx = {b = 0}\n", "trial_matrix.mla.x must map lower-case parameter names to positive"),
     ("[tool.kforge\n", "is not valid TOML"),

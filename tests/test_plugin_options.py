@@ -14,7 +14,7 @@ def test_help_lists_options_in_kforge_group(pytester: pytest.Pytester) -> None:
     for opt in ("--kernel=NAME[:VERSION]", "--kernel-version=V[,V|all]", "--trial=NAME[,NAME]",
                 "--kforge-device=auto|cpu|cuda[:N]", "--kforge-rounds=N", "--kforge-warmup=N",
                 "--kforge-seed=N", "--kforge-json=PATH", "--kforge-peak-tbs=TB/S", "--kforge-peak-tflops=TFLOP/S",
-                "--kforge-no-bench", "--kforge-examples=N", "--kforge-clock-guard=PCT"):
+                "--kforge-no-bench", "--kforge-examples=N", "--kforge-clock-guard=PCT", "--kforge-clock-witness=MS"):
         assert opt in out, opt
 
 
@@ -24,6 +24,7 @@ def test_help_lists_options_in_kforge_group(pytester: pytest.Pytester) -> None:
     (["--kforge-warmup", "-1"], "argument --kforge-warmup: expected an integer >= 0, got '-1'"),
     (["--kforge-clock-guard", "high"], "--kforge-clock-guard 'high' is not a number; give a percentage like 99"),
     (["--kforge-clock-guard", "120"], "--kforge-clock-guard '120' must be from 0 (off) to below 100"),
+    (["--kforge-clock-witness", "soon"], "--kforge-clock-witness 'soon' must be a number of milliseconds from 0"),
     (["--kforge-peak-tbs", "-4"], "argument --kforge-peak-tbs: expected a positive number, got '-4'"),
     (["--kforge-device", "gpu"], "argument --kforge-device: expected 'auto', 'cpu', 'cuda' or 'cuda:N', got 'gpu'"),
     (["--kernel", "MLA!"], "argument --kernel: expected a kernel name like 'mla' or name:version like 'mla:v4', "

@@ -64,13 +64,13 @@ def _arch() -> str:
 #: kernel modules its run loaded), with plain imports: the trust checker rejects dynamic ones.
 #: kinds with a timeline-probe twin ``<kind>_trace``: the same kernel with ``trace = True`` (``_cute_trace``)
 TRACEABLE = ("sm90_seesaw_ownp_evict", "sm90_seesaw_pair_bf16", "sm90_seesaw_pair_soft1", "sm90_seesaw_pair_early",
-             "sm90_seesaw_pair_vrfirst")
+             "sm90_seesaw_pair_vrfirst", "sm90_seesaw_pair_tmao", "sm90_seesaw_pair_ilp")
 KINDS = ("sm80", "sm80_dedup", "sm90", "sm90_pvfirst", "sm90_lazy", "sm90_bf16p", "sm90_seesaw", "sm90_seesaw_chunked",
          "sm90_seesaw_fused", "sm90_seesaw_early", "sm90_seesaw_wcomb", "sm90_seesaw_pf", "sm90_seesaw_pf_pdl",
          "sm90_stagger", "sm90_stagger_evict", "sm90_stagger_ordered", "sm90_seesaw_ownp",
          "sm90_seesaw_ownp_evict", "sm90_seesaw_qregs", "sm90_seesaw_mcast", "sm90_seesaw_pair",
          "sm90_seesaw_pair_bf16", "sm90_seesaw_pair_l2", "sm90_seesaw_pair_soft1", "sm90_seesaw_pair_early",
-         "sm90_seesaw_pair_vrfirst") + tuple(f"{k}_trace" for k in TRACEABLE)
+         "sm90_seesaw_pair_vrfirst", "sm90_seesaw_pair_tmao", "sm90_seesaw_pair_ilp") + tuple(f"{k}_trace" for k in TRACEABLE)
 
 
 def _check_kind(kind: str) -> None:
@@ -118,7 +118,9 @@ def _kernel_class(kind: str) -> Any:
                     "sm90_seesaw_pair_l2": sp.MlaSplitSm90SeesawPairL2,
                     "sm90_seesaw_pair_soft1": s1.MlaSplitSm90SeesawSoftFirst,
                     "sm90_seesaw_pair_early": sp.MlaSplitSm90SeesawPairEarlyRelease,
-                    "sm90_seesaw_pair_vrfirst": sp.MlaSplitSm90SeesawPairVrFirst}[kind]
+                    "sm90_seesaw_pair_vrfirst": sp.MlaSplitSm90SeesawPairVrFirst,
+                    "sm90_seesaw_pair_tmao": sp.MlaSplitSm90SeesawPairTmaO,
+                    "sm90_seesaw_pair_ilp": sp.MlaSplitSm90SeesawPairIlp}[kind]
         return {
             "sm90_seesaw": ss.MlaSplitSm90Seesaw, "sm90_seesaw_chunked": ss.MlaSplitSm90SeesawChunked,
             "sm90_seesaw_early": ss.MlaSplitSm90SeesawEarly,

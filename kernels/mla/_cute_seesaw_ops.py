@@ -12,7 +12,7 @@ import cutlass.pipeline as pipeline
 from cutlass.cute.nvgpu import warpgroup
 
 from kforge_kernels.mla._cute_sm90_parts import (
-    BLOCK_M, CONSUMERS, D_QK, D_V, PAGE, _exp_row, _gemm, _masked_row_max, _mn_view,
+    BLOCK_M, CONSUMERS, D_QK, D_V, PAGE, _exp_row, _gemm, _mask_row, _masked_row_max, _mn_view,
 )
 
 # named barriers: P_A and m0 published / P_B and m1 published / row sums published /
@@ -23,6 +23,14 @@ BAR_VR = 9
 WG = 128
 
 
+def _tree_sum(vals: list):
+    """Pairwise sum of trace-time values: log2(n) dependent adds instead of n (a plain helper,
+    so its loop runs while tracing, outside the DSL's control flow)."""
+    while len(vals) > 1:
+        vals = [vals[i] + vals[i + 1] for i in range(0, len(vals) - 1, 2)] + vals[len(vals) - len(vals) % 2:]
+    return vals[0]
+
+
 class SeesawOps:
     """Per-page operations of the seesaw pair loop (see ``_cute_seesaw``)."""
 
@@ -31,6 +39,7 @@ class SeesawOps:
     h: int
     own_p_rs: bool
     early_release: bool
+    softmax_ilp: bool
     q_reg_blocks: int
 
     def _chunk(self, stage: int, j: int, ph):
@@ -136,6 +145,9 @@ class SeesawOps:
     @cute.jit
     def _page_softmax(self, acc_S, tScS_mn, p, first_masked_pos, m_block, scale_log2, m_run, row_sum, scale):
         """Mask page p, raise ``m_run`` by its row maxima, turn S into P; ``scale`` = old-max factor."""
+        if cutlass.const_expr(self.softmax_ilp):
+            self._page_softmax_ilp(acc_S, tScS_mn, p, first_masked_pos, m_block, scale_log2, m_run, row_sum, scale)
+            return
         acc_S_mn = _mn_view(acc_S)
         n_rows = cute.size(acc_S_mn.shape[0])
         need_mask = p * PAGE + PAGE > first_masked_pos
@@ -144,6 +156,37 @@ class SeesawOps:
             new_max = cute.arch.fmax(m_run[r], cur)
             _exp_row(acc_S_mn, r, m_run[r], new_max, scale_log2, row_sum, scale)
             m_run[r] = new_max
+
+    @cute.jit
+    def _page_softmax_ilp(self, acc_S, tScS_mn, p, first_masked_pos, m_block, scale_log2, m_run, row_sum, scale):
+        """``_page_softmax`` as one straight-line block over both rows (v29_cute).
+
+        The per-row form puts the mask test of each row in a branch, so the rows' chains (max,
+        two shuffles, 16 exp2, a 16-add sum) run one after the other: ~300 cycles each of mostly
+        latency.  Here the (rare) mask runs for all rows in one branch first, then the rows'
+        maxima, shuffles, exponentials and tree sums are interleaved, leaving the scheduler
+        two independent chains and the exp2 pipe as the only floor.
+        """
+        acc_S_mn = _mn_view(acc_S)
+        n_rows = cute.size(acc_S_mn.shape[0])
+        n_cols = cute.size(acc_S_mn.shape[1])
+        if p * PAGE + PAGE > first_masked_pos:
+            for r in cutlass.range_constexpr(n_rows):
+                _mask_row(acc_S_mn, tScS_mn, r, p, first_masked_pos, m_block, self.h)
+        cur = [acc_S_mn[r, None].load().reduce(cute.ReductionOp.MAX, -cutlass.Float32.inf, 0)
+               for r in range(n_rows)]
+        for off in (2, 1):  # the quad's lanes hold the same rows
+            other = [cute.arch.shuffle_sync_bfly(cur[r], offset=off, mask=-1, mask_and_clamp=31) for r in range(n_rows)]
+            cur = [cute.arch.fmax(cur[r], other[r]) for r in range(n_rows)]
+        for r in cutlass.range_constexpr(n_rows):
+            new_max = cute.arch.fmax(m_run[r], cur[r])
+            safe_max = 0.0 if new_max == -cutlass.Float32.inf else new_max
+            acc_S_mn[r, None] = cute.math.exp2(acc_S_mn[r, None].load() * scale_log2 - safe_max * scale_log2,
+                                               fastmath=True)
+            scale[r] = cute.math.exp2(m_run[r] * scale_log2 - safe_max * scale_log2, fastmath=True)
+            m_run[r] = new_max
+        for r in cutlass.range_constexpr(n_rows):
+            row_sum[r] = row_sum[r] * scale[r] + _tree_sum([acc_S_mn[r, k] for k in range(n_cols)])
 
     @cute.jit
     def _softmax_b(self, acc_S, tScS_mn, tPsP, sh, pa, has_b, first_masked_pos, m_block, scale_log2, m_run, row_sum,

@@ -153,6 +153,18 @@ class MlaSplitSm90SeesawPairBf16(MlaSplitSm90SeesawPair):
     exchange = "dsmem_bf16"
 
 
+class MlaSplitSm90SeesawPairTmaO(MlaSplitSm90SeesawPairBf16):
+    """v28_cute: v23_cute with O staged in shared memory and written by one TMA store per warpgroup."""
+
+    tma_store_o = True
+
+
+class MlaSplitSm90SeesawPairIlp(MlaSplitSm90SeesawPairTmaO):
+    """v29_cute: v28_cute with the page softmax as one straight-line block over both rows (``softmax_ilp``)."""
+
+    softmax_ilp = True
+
+
 class MlaSplitSm90SeesawPairEarlyRelease(MlaSplitSm90SeesawPairBf16):
     """v26_cute: v23_cute with every KV block given back at each warpgroup's last use (``early_release``)."""
 

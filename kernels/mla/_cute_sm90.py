@@ -83,6 +83,10 @@ class MlaSplitSm90(HalfPageConsumer, SplitEpilogue, TraceProbe):
     pdl_trigger = False
     #: the kind may run its splits in 2-CTA clusters that merge in shared memory (``_cute_seesaw_pair``)
     pair_splits = False
+    #: direct outputs: O staged in shared memory and written by one TMA store per warpgroup (v28_cute)
+    tma_store_o = False
+    #: the seesaw's page softmax as one straight-line block over both rows (v29_cute)
+    softmax_ilp = False
 
     def __init__(self, s: int, h: int, stages: int = 2, direct: bool = False, paired: bool = False):
         if stages != 2:
@@ -176,9 +180,12 @@ class MlaSplitSm90(HalfPageConsumer, SplitEpilogue, TraceProbe):
             q_bar: cute.struct.MemRange[cutlass.Int64, 2]
             kv_bar: cute.struct.MemRange[cutlass.Int64, 2 * self.stages * self.kv_chunks]
 
+        o_store = ()
+        if cutlass.const_expr(self.direct and self.tma_store_o):
+            o_store = self._tma_store_args(op_ptr, b)  # O leaves through Q's buffer and a TMA store (v28_cute)
         kern = self.kernel(
             tma_q, mQt, tma_kv, mKVt, mBT, mLens, mOp, mLp, mOut, mLse, mSem, scale_log2,
-            sQ_layout, sKV_layout, sV_layout, sP_layout, red_layout, Smem,
+            sQ_layout, sKV_layout, sV_layout, sP_layout, red_layout, Smem, *o_store,
         )
         cluster_kw = {"cluster": (self.cluster, 1, 1)} if self.cluster > 1 else {}
         cluster_kw = {"cluster": (1, 1, 2)} if self.pair else cluster_kw
@@ -206,6 +213,9 @@ class MlaSplitSm90(HalfPageConsumer, SplitEpilogue, TraceProbe):
         sP_layout: cute.ComposedLayout,
         red_layout: cute.Layout,
         Smem: cutlass.Constexpr,
+        o_tma: cute.CopyAtom = None,
+        mOt: cute.Tensor = None,
+        sO_layout: cute.ComposedLayout = None,
     ):
         bf16, f32 = cutlass.BFloat16, cutlass.Float32
         # The tiled MMAs are built here, not passed in: their accumulate flag is set inside loop
@@ -278,6 +288,10 @@ class MlaSplitSm90(HalfPageConsumer, SplitEpilogue, TraceProbe):
         tKsK, tKgK = cpasync.tma_partition(
             tma_kv, cta_rank, cute.make_layout(self.cluster), cute.group_modes(sKVc, 0, 2), cute.group_modes(gKV, 0, 2)
         )
+
+        if cutlass.const_expr(o_tma is not None):
+            # the TMA store of O (v28_cute): its atom, tensor and the staging tile over Q's buffer
+            self._o_store = (o_tma, mOt, cute.make_tensor(cute.recast_ptr(sQ.iterator, sO_layout.inner), sO_layout.outer))
 
         cute.arch.mbarrier_init_fence()
         if cutlass.const_expr(self.cluster > 1):

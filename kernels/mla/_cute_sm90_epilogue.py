@@ -8,8 +8,15 @@ from __future__ import annotations
 
 import cutlass
 import cutlass.cute as cute
+import cutlass.utils.hopper_helpers as sm90_utils
+from cutlass.cute.nvgpu import cpasync
+from cutlass.tensor_utils import LayoutEnum
 
-from kforge_kernels.mla._cute_sm90_parts import BLOCK_M, D_V, LN_2, _mn_view
+from kforge_kernels.mla._cute_sm90_parts import BLOCK_M, D_V, LN_2, PAGE, _mn_view
+
+#: threads of a consumer warpgroup; named barriers BAR_O + c (c = 0, 1) order the TMA store of O
+#: (the seesaw's BAR_WG + c: the same 128 threads, so sharing the ids is safe)
+WG, BAR_O = 128, 7
 
 
 class SplitEpilogue:
@@ -22,7 +29,10 @@ class SplitEpilogue:
         Consumers call it before their main loop: partitioning through pv_mma after it would use an
         accumulate flag last set inside a loop body (an escaping value).
         """
-        if self.direct:
+        if self.direct and self.tma_store_o:
+            # the staging tile in shared memory (see _store_o_tma), partitioned like the accumulator
+            gO = self._o_store[2][None, None, c]
+        elif self.direct:
             gO = cute.local_tile(mOp[bi, None, None], (BLOCK_M, D_V // 2), (m_block, c))
         else:
             if self.pair:
@@ -67,7 +77,9 @@ class SplitEpilogue:
     def _store_o(self, acc_O, tOgO, tScS_mn, m_block):
         """This WG's normalised O: bf16 into the output (padding rows dropped), or the split partial (fp32 or bf16)."""
         bf16 = cutlass.BFloat16
-        if cutlass.const_expr(self.direct):
+        if cutlass.const_expr(self.direct and self.tma_store_o):
+            self._store_o_tma(acc_O, tOgO, m_block)
+        elif cutlass.const_expr(self.direct):
             rO = cute.make_fragment_like(acc_O, bf16)
             rO.store(acc_O.load().to(bf16))
             rO_mn = _mn_view(rO)
@@ -81,3 +93,41 @@ class SplitEpilogue:
             cute.autovec_copy(rO, tOgO)
         else:
             cute.autovec_copy(acc_O, tOgO)
+
+    def _tma_store_args(self, op_ptr, b):
+        """Host side of ``_store_o_tma``: the S2G TMA atom over the (rows, 512, b) output, its tensor and
+        the staging layout (one 64 x 256 K-major SW128 half per warpgroup, 64 KB inside Q's 72 KB)."""
+        sO_layout = sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, (BLOCK_M, PAGE, D_V // 2), cutlass.BFloat16, 2)
+        mO3 = cute.make_tensor(op_ptr, cute.make_layout((self.rows, D_V, b), stride=(D_V, 1, self.rows * D_V)))
+        o_tma, mOt = cpasync.make_tiled_tma_atom(
+            cpasync.CopyBulkTensorTileS2GOp(), mO3, cute.slice_(sO_layout, (None, None, 0)), (BLOCK_M, D_V // 2)
+        )
+        return o_tma, mOt, sO_layout
+
+    @cute.jit
+    def _store_o_tma(self, acc_O, tOsO, m_block):
+        """v28_cute: this WG's bf16 O into its half of the staging tile, then one TMA store of the half.
+
+        The tile overlays Q's buffer (every S GEMM is complete) and, in a merging pair, the
+        exchange buffer: the first barrier waits until every thread of the WG has read its peer
+        values.  TMA clips rows past the last one (no padding rows are written); the storing warp
+        waits until the bulk copy has read the tile, so the CTA never exits under a running store.
+        """
+        tidx, _, _ = cute.arch.thread_idx()
+        _, bi, _ = cute.arch.block_idx()
+        c = tidx // WG - 1
+        o_tma, mOt, sO = self._o_store
+        rO = cute.make_fragment_like(acc_O, cutlass.BFloat16)
+        rO.store(acc_O.load().to(cutlass.BFloat16))
+        cute.arch.barrier(barrier_id=BAR_O + c, number_of_threads=WG)
+        cute.autovec_copy(rO, tOsO)
+        cute.arch.fence_proxy("async.shared", space="cta")
+        cute.arch.barrier(barrier_id=BAR_O + c, number_of_threads=WG)
+        if tidx % WG < 32:  # one warp issues the store (warp-uniform: no branch beside a barrier)
+            gO = cute.flat_divide(mOt, (BLOCK_M, D_V // 2))  # (64, 256, m_blocks, 2, b)
+            tOsO_t, tOgO_t = cpasync.tma_partition(
+                o_tma, 0, cute.make_layout(1), cute.group_modes(sO, 0, 2), cute.group_modes(gO, 0, 2)
+            )
+            cute.copy(o_tma, tOsO_t[(None, c)], tOgO_t[(None, m_block, c, bi)])
+            cute.arch.cp_async_bulk_commit_group()
+            cute.arch.cp_async_bulk_wait_group(0, read=True)

@@ -43,18 +43,22 @@ def _quad_reduce(val, op):
 
 
 @cute.jit
-def _masked_row_max(acc_S_mn, tScS_mn, r, need_mask, p, first_masked_pos, m_block, h):
-    """Mask row r of page p's S (when ``need_mask``) and return its maximum over the quad.
+def _mask_row(acc_S_mn, tScS_mn, r, p, first_masked_pos, m_block, h):
+    """Mask row r of page p's S: a row with draft index i (folded row // h) sees positions
+    < first_masked_pos + i; the page holds positions [64 p, 64 p + 64), so columns from
+    ``limit`` on get -inf."""
+    row = m_block * BLOCK_M + tScS_mn[r, 0][0]
+    limit = first_masked_pos + row // h - p * PAGE  # first masked column in the page
+    for k in cutlass.range_constexpr(cute.size(acc_S_mn.shape[1])):
+        if tScS_mn[0, k][1] >= limit:
+            acc_S_mn[r, k] = -cutlass.Float32.inf
 
-    A row with draft index i (folded row // h) sees positions < first_masked_pos + i; the page
-    holds positions [64 p, 64 p + 64), so columns from ``limit`` on get -inf.
-    """
+
+@cute.jit
+def _masked_row_max(acc_S_mn, tScS_mn, r, need_mask, p, first_masked_pos, m_block, h):
+    """Mask row r of page p's S (when ``need_mask``, see ``_mask_row``) and return its maximum over the quad."""
     if need_mask:
-        row = m_block * BLOCK_M + tScS_mn[r, 0][0]
-        limit = first_masked_pos + row // h - p * PAGE  # first masked column in the page
-        for k in cutlass.range_constexpr(cute.size(acc_S_mn.shape[1])):
-            if tScS_mn[0, k][1] >= limit:
-                acc_S_mn[r, k] = -cutlass.Float32.inf
+        _mask_row(acc_S_mn, tScS_mn, r, p, first_masked_pos, m_block, h)
     return _quad_reduce(
         acc_S_mn[r, None].load().reduce(cute.ReductionOp.MAX, -cutlass.Float32.inf, 0), cute.arch.fmax
     )

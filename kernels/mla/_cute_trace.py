@@ -16,7 +16,8 @@ prints medians over CTAs and over pairs 1 .. n-2 (no pipeline fill or drain) of:
 * the pair period and each event's offset from the pair's start (WG0 event 0), per warpgroup;
 * when the producer got the slots of the pair's next pages, relative to the same start.
 
-Cycles are SM clocks; microseconds use the SM clock NVML read during the run.
+Cycles are SM clocks; microseconds use the clock the kernel counted (cycles over the global
+timer), else NVML's reading.
 """
 
 from __future__ import annotations
@@ -107,10 +108,13 @@ def analyse(recs, n_pages: int) -> dict:
 
 
 def _print(res: dict, mhz: float) -> None:
-    us = lambda c: c / mhz  # noqa: E731 - cycles at mhz MHz -> microseconds
     inside = res.get("sm_mhz_in_kernel")
+    # microseconds at the clock the SMs counted (NVML can read the boost clock meanwhile: run 10)
+    at = inside or mhz
+    us = lambda c: c / at  # noqa: E731 - cycles at `at` MHz -> microseconds
     print(f"{res['ctas']} CTAs, {res['pairs']} traced pairs each; SM clock {mhz:.0f} MHz (NVML)"
-          + (f", {inside:.0f} MHz inside the kernel (cycles / global timer)" if inside else ""))
+          + (f", {inside:.0f} MHz inside the kernel (cycles / global timer; microseconds below use it)"
+             if inside else ""))
     for k, v in res["cta"].items():
         print(f"  {k:<24} {v:9.0f} cyc {us(v):7.2f} us")
     if res["pair_period"]:
