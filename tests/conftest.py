@@ -17,3 +17,14 @@ def isolated_kernels() -> Iterator[None]:
 
     with isolated_kernel_modules():
         yield
+
+
+@pytest.fixture
+def standalone_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make pytester's in-process runs standalone sessions when this suite itself runs under xdist.
+
+    They would otherwise inherit the worker's ``PYTEST_XDIST_*`` environment, and pytest-benchmark
+    (and kforge's own xdist checks) would treat them as xdist workers: benchmarks off, no JSON.
+    """
+    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+        monkeypatch.delenv(name, raising=False)

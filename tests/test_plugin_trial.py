@@ -8,6 +8,8 @@ import pytest
 
 from test_plugin_helpers import write_tiny
 
+pytestmark = pytest.mark.usefixtures("standalone_env")
+
 CPU = ("--kforge-device", "cpu", "--kforge-rounds", "20", "--kforge-warmup", "2", "--kforge-examples", "2")
 
 
