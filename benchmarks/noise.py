@@ -116,19 +116,11 @@ def run(kernel: str, version: str, trial_name: str, loads: Sequence[str], worker
         ramp_s: float, guards: Sequence[float] = (0.0,), heat_s: float = 0.0, log: Any = print) -> dict[str, Any]:
     """Time the trial under each load and each guard setting; rows keyed ``load`` (one guard) or ``load@guard``."""
     from pytest_kforge.registry import load_kernel
-    from pytest_kforge.spec import poison_
     from pytest_kforge.timing import make_clock, time_launch
 
     v = load_kernel(kernel).version(version)
     trial = v.spec.trial(trial_name)
-    inputs = v.spec.make_inputs(trial.params, seed=0, device="cuda")
-    outputs = v.spec.alloc_outputs(trial.params, device="cuda")
-    poison_(outputs)
-    cfg = dict(v.config)
-
-    def launch() -> None:
-        v.fn(**inputs, **outputs, config=cfg)
-
+    launch = v.launcher(trial.params, seed=0, device="cuda")
     launch()  # compile before any load starts
     out: dict[str, Any] = {"kernel": kernel, "version": version, "trial": trial.id, "workers": workers,
                            "rounds": rounds, "clock_guard_pct": list(guards), "heat_s": heat_s, "loads": {}}

@@ -171,15 +171,9 @@ def summary(w: Witness, median_us: float | None = None) -> dict[str, Any]:
 
 def _version_launch(kernel: str, version: str, trial: str) -> Callable[[], None]:
     from pytest_kforge.registry import load_kernel
-    from pytest_kforge.spec import poison_
 
     v = load_kernel(kernel).version(version)
-    params = v.spec.trial(trial).params
-    inputs = v.spec.make_inputs(params, seed=0, device="cuda")
-    outputs = v.spec.alloc_outputs(params, device="cuda")
-    poison_(outputs)
-    cfg = dict(v.config)
-    return lambda: v.fn(**inputs, **outputs, config=cfg)
+    return v.launcher(v.spec.trial(trial).params, seed=0, device="cuda")
 
 
 def _gemm_launch(n: int) -> Callable[[], None]:

@@ -22,6 +22,15 @@ def test_mla_v0_small_shapes_with_ragged_lengths() -> None:
     assert rep.ref_dtype == "torch.float64" and rep.seeds == (11, 12)
 
 
+def test_launcher_runs_the_version_into_poisoned_outputs_it_then_fills() -> None:
+    torch = pytest.importorskip("torch")
+    v0 = Registry(KERNELS).kernel("softmax").version("v0")
+    launch = v0.launcher({"rows": 7, "cols": 333}, seed=3, device="cpu")
+    (out,) = launch()
+    assert out.shape == (7, 333) and bool(torch.isfinite(out).all())
+    assert torch.allclose(out.sum(dim=-1), torch.ones(7, dtype=out.dtype), atol=1e-3)
+
+
 def test_softmax_v0() -> None:
     v0 = Registry(KERNELS).kernel("softmax").version("v0")
     rep = check_version(v0, {"rows": 7, "cols": 333}, seed=3, device="cpu")

@@ -12,7 +12,7 @@ import cutlass.pipeline as pipeline
 from cutlass.cute.nvgpu import warpgroup
 
 from kforge_kernels.mla._cute_sm90_parts import (
-    BLOCK_M, CONSUMERS, D_QK, D_V, PAGE, _exp_row, _gemm, _mask_row, _masked_row_max, _mn_view,
+    BLOCK_M, CONSUMERS, D_QK, D_V, PAGE, WG, _exp_row, _gemm, _mask_row, _masked_row_max, _mn_view,
 )
 
 # named barriers: P_A and m0 published / P_B and m1 published / row sums published /
@@ -20,7 +20,6 @@ from kforge_kernels.mla._cute_sm90_parts import (
 BAR_S0, BAR_S1, BAR_SUM, BAR_WG = 4, 5, 6, 7
 #: WG1 has issued P_A V_AR (v27_cute: WG0 queues P_A V_AL only after it)
 BAR_VR = 9
-WG = 128
 
 
 def _tree_sum(vals: list):
@@ -180,10 +179,7 @@ class SeesawOps:
             cur = [cute.arch.fmax(cur[r], other[r]) for r in range(n_rows)]
         for r in cutlass.range_constexpr(n_rows):
             new_max = cute.arch.fmax(m_run[r], cur[r])
-            safe_max = 0.0 if new_max == -cutlass.Float32.inf else new_max
-            acc_S_mn[r, None] = cute.math.exp2(acc_S_mn[r, None].load() * scale_log2 - safe_max * scale_log2,
-                                               fastmath=True)
-            scale[r] = cute.math.exp2(m_run[r] * scale_log2 - safe_max * scale_log2, fastmath=True)
+            _exp_row(acc_S_mn, r, m_run[r], new_max, scale_log2, None, scale)  # the row sums: below, as trees
             m_run[r] = new_max
         for r in cutlass.range_constexpr(n_rows):
             row_sum[r] = row_sum[r] * scale[r] + _tree_sum([acc_S_mn[r, k] for k in range(n_cols)])

@@ -181,7 +181,7 @@ class MlaSplitSm90(HalfPageConsumer, SplitEpilogue, TraceProbe):
             kv_bar: cute.struct.MemRange[cutlass.Int64, 2 * self.stages * self.kv_chunks]
 
         o_store = ()
-        if cutlass.const_expr(self.direct and self.tma_store_o):
+        if cutlass.const_expr(self.o_via_tma):
             o_store = self._tma_store_args(op_ptr, b)  # O leaves through Q's buffer and a TMA store (v28_cute)
         kern = self.kernel(
             tma_q, mQt, tma_kv, mKVt, mBT, mLens, mOp, mLp, mOut, mLse, mSem, scale_log2,

@@ -12,15 +12,20 @@ import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass.cute.nvgpu import cpasync
 from cutlass.tensor_utils import LayoutEnum
 
-from kforge_kernels.mla._cute_sm90_parts import BLOCK_M, D_V, LN_2, PAGE, _mn_view
+from kforge_kernels.mla._cute_sm90_parts import BLOCK_M, D_V, LN_2, PAGE, WG, _mn_view
 
-#: threads of a consumer warpgroup; named barriers BAR_O + c (c = 0, 1) order the TMA store of O
-#: (the seesaw's BAR_WG + c: the same 128 threads, so sharing the ids is safe)
-WG, BAR_O = 128, 7
+#: named barriers BAR_O + c (c = 0, 1) order warpgroup c's TMA store of O (the seesaw's BAR_WG + c:
+#: the same 128 threads, so sharing the ids is safe)
+BAR_O = 7
 
 
 class SplitEpilogue:
     """Where a consumer warpgroup's 64 x 256 slice of O goes, and how it is normalised and stored."""
+
+    @property
+    def o_via_tma(self) -> bool:
+        """O leaves through shared memory and one TMA store per warpgroup (v28_cute): direct outputs only."""
+        return self.direct and self.tma_store_o
 
     def _o_partition(self, thr_pv, mOp, bi, split, m_block, c):
         """This WG's (64 x 256) slice of the output (direct) or of its split's partial, as partitioned
@@ -29,7 +34,7 @@ class SplitEpilogue:
         Consumers call it before their main loop: partitioning through pv_mma after it would use an
         accumulate flag last set inside a loop body (an escaping value).
         """
-        if self.direct and self.tma_store_o:
+        if self.o_via_tma:
             # the staging tile in shared memory (see _store_o_tma), partitioned like the accumulator
             gO = self._o_store[2][None, None, c]
         elif self.direct:
@@ -77,7 +82,7 @@ class SplitEpilogue:
     def _store_o(self, acc_O, tOgO, tScS_mn, m_block):
         """This WG's normalised O: bf16 into the output (padding rows dropped), or the split partial (fp32 or bf16)."""
         bf16 = cutlass.BFloat16
-        if cutlass.const_expr(self.direct and self.tma_store_o):
+        if cutlass.const_expr(self.o_via_tma):
             self._store_o_tma(acc_O, tOgO, m_block)
         elif cutlass.const_expr(self.direct):
             rO = cute.make_fragment_like(acc_O, bf16)

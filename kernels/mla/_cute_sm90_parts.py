@@ -17,6 +17,8 @@ HALF = PAGE // 2
 LN_2 = 0.6931471805599453
 BAR_MAX, BAR_P_FREE, BAR_P_READY = 1, 2, 3
 CONSUMERS = 256
+#: threads of one consumer warpgroup
+WG = 128
 #: CUTLASS's CacheHintSm90::EVICT_FIRST policy word for TMA loads (L2 evicts these lines first)
 EVICT_FIRST = 0x12F0000000000000
 
@@ -68,13 +70,15 @@ def _masked_row_max(acc_S_mn, tScS_mn, r, need_mask, p, first_masked_pos, m_bloc
 def _exp_row(acc_S_mn, r, old_max, new_max, scale_log2, row_sum, factor):
     """Turn row r of S into P = exp2((S - new_max) * scale); ``factor[r]`` rescales what was relative to old_max.
 
-    ``row_sum[r]`` is rescaled and gets P's row sum.  A row may see no key yet (causal window,
-    empty split): new_max = -inf is replaced by 0 so exp2 stays finite (P = 0, factor = 0).
+    ``row_sum[r]`` is rescaled and gets P's row sum (``row_sum`` None: the caller sums the row
+    itself).  A row may see no key yet (causal window, empty split): new_max = -inf is replaced by 0
+    so exp2 stays finite (P = 0, factor = 0).
     """
     safe_max = 0.0 if new_max == -cutlass.Float32.inf else new_max
     probs = cute.math.exp2(acc_S_mn[r, None].load() * scale_log2 - safe_max * scale_log2, fastmath=True)
     factor[r] = cute.math.exp2(old_max * scale_log2 - safe_max * scale_log2, fastmath=True)
-    row_sum[r] = row_sum[r] * factor[r] + probs.reduce(cute.ReductionOp.ADD, cutlass.Float32.zero, 0)
+    if cutlass.const_expr(row_sum is not None):
+        row_sum[r] = row_sum[r] * factor[r] + probs.reduce(cute.ReductionOp.ADD, cutlass.Float32.zero, 0)
     acc_S_mn[r, None] = probs
 
 
