@@ -25,6 +25,13 @@ def _start(s_pages: list[np.ndarray], v_pages: list[np.ndarray]) -> tuple:
     return half, np.zeros((rows, half)), np.zeros((rows, half)), np.zeros(rows), np.zeros(rows)
 
 
+def _pairs(s_pages: list[np.ndarray], v_pages: list[np.ndarray]):
+    """(k, S_A, V_A, has page B, S_B) per pair; an odd last page pairs with an all -inf S_B."""
+    for k in range(0, len(s_pages), 2):
+        has_b = k + 1 < len(s_pages)
+        yield k, s_pages[k], v_pages[k], has_b, s_pages[k + 1] if has_b else np.full_like(s_pages[k], NEG)
+
+
 def _softmax_a(s_a: np.ndarray, v_al: np.ndarray, m_a: np.ndarray, sum_a: np.ndarray, o_l: np.ndarray) -> tuple:
     """WG0's step in both schedules: raise the max by page A's rows, P_A, row sum and O_L += P_A V_AL."""
     m0 = np.maximum(m_a, s_a.max(axis=1))
@@ -37,10 +44,7 @@ def _seesaw(s_pages: list[np.ndarray], v_pages: list[np.ndarray]) -> tuple[np.nd
     """Run the pair loop of MlaSplitSm90Seesaw._seesaw_consumer; returns O (unnormalised), row sum, max."""
     half, o_l, o_r, sum_a, sum_b = _start(s_pages, v_pages)
     m_a, m_b = np.full(len(sum_a), NEG), np.full(len(sum_a), NEG)  # the shared max as each warpgroup knows it
-    for k in range(0, len(s_pages), 2):
-        s_a, v_a = s_pages[k], v_pages[k]
-        has_b = k + 1 < len(s_pages)
-        s_b = s_pages[k + 1] if has_b else np.full_like(s_a, NEG)
+    for k, s_a, v_a, has_b, s_b in _pairs(s_pages, v_pages):
         # WG0: S_A, softmax against its max, publish m0 and P_A
         m0, p_a, sum_a, o_l = _softmax_a(s_a, v_a[:, :half], m_a, sum_a, o_l)
         # WG1: adopt m0, O_R += P_A V_AR (P_A relative to m0), then its own page
@@ -50,14 +54,17 @@ def _seesaw(s_pages: list[np.ndarray], v_pages: list[np.ndarray]) -> tuple[np.nd
         scale1 = _exp(m0, m1)
         p_b = _exp(s_b, m1)
         sum_b = sum_b * scale1 + p_b.sum(axis=1)
-        o_r = o_r * scale1[:, None]
-        # WG0: adopt m1
-        sum_a, o_l = sum_a * scale1, o_l * scale1[:, None]
-        if has_b:
-            v_b = v_pages[k + 1]
-            o_l, o_r = o_l + p_b @ v_b[:, :half], o_r + p_b @ v_b[:, half:]
+        o_l, o_r, sum_a = _close_pair(o_l, o_r, sum_a, scale1, p_b, v_pages[k + 1] if has_b else None, half)
         m_a = m_b = m1
     return np.concatenate([o_l, o_r], axis=1), sum_a + sum_b, m_a
+
+
+def _close_pair(o_l, o_r, sum_a, scale1, p_b, v_b, half: int) -> tuple:
+    """Both O halves and WG0's row sum to m1 (factor ``scale1``), then P_B V_B (no page B: ``v_b`` None)."""
+    o_l, o_r, sum_a = o_l * scale1[:, None], o_r * scale1[:, None], sum_a * scale1
+    if v_b is not None:
+        o_l, o_r = o_l + p_b @ v_b[:, :half], o_r + p_b @ v_b[:, half:]
+    return o_l, o_r, sum_a
 
 
 @pytest.mark.parametrize("n_pages", [1, 2, 3, 6, 7])
@@ -90,10 +97,7 @@ def _stagger(s_pages: list[np.ndarray], v_pages: list[np.ndarray]) -> tuple[np.n
     per pair, by e(m - m1), and receives P_A already multiplied by e(m0 - m1)."""
     half, o_l, o_r, sum_a, sum_b = _start(s_pages, v_pages)
     m_a, m_b = np.full(len(sum_a), NEG), np.full(len(sum_a), NEG)
-    for k in range(0, len(s_pages), 2):
-        s_a, v_a = s_pages[k], v_pages[k]
-        has_b = k + 1 < len(s_pages)
-        s_b = s_pages[k + 1] if has_b else np.full_like(s_a, NEG)
+    for k, s_a, v_a, has_b, s_b in _pairs(s_pages, v_pages):
         # WG0: softmax of A, O_L += P_A V_AL from registers
         m0, p_a, sum_a, o_l = _softmax_a(s_a, v_a[:, :half], m_a, sum_a, o_l)
         # WG1: adopt m0 (scale), softmax of B (scale2), one rescale of O_R by their product
@@ -146,6 +150,54 @@ def test_softmax_first_wg1_equals_seesaw(n_pages: int) -> None:
     for s in s_pages:
         s[4] = NEG  # a row that never sees a key
     got, want = _stagger(s_pages, v_pages), _seesaw(s_pages, v_pages)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-14)
+    assert not np.isnan(got[0]).any() and got[1][4] == 0
+
+
+def _provisional(s_pages: list[np.ndarray], v_pages: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """v30_cute (``wg1_provisional``): WG1 turns S_B into P' against its own max m' = max(m, rowmax S_B)
+    before m0 exists, then m1 = max(m0, m'), P_B = P' e(m' - m1), sum_B = sum_B e(m0 - m1) + sum(P') e(m' - m1)
+    (``SeesawOps._softmax_provisional`` / ``_publish_b_provisional``); WG0 unchanged."""
+    half, o_l, o_r, sum_a, sum_b = _start(s_pages, v_pages)
+    m_a, m_b = np.full(len(sum_a), NEG), np.full(len(sum_a), NEG)
+    for k, s_a, v_a, has_b, s_b in _pairs(s_pages, v_pages):
+        # WG1, before m0: its own max, P' and P's row sums (the factor times 0 never NaN)
+        m_prov = np.maximum(m_b, s_b.max(axis=1))
+        p_prov = _exp(s_b, m_prov)
+        sums = 0.0 * _exp(m_b, m_prov) + p_prov.sum(axis=1)
+        # WG0 as in the seesaw
+        m0, p_a, sum_a, o_l = _softmax_a(s_a, v_a[:, :half], m_a, sum_a, o_l)
+        # WG1: adopt m0, O_R += P_A V_AR, then bring P' to m1
+        adopt0 = _exp(m_b, m0)
+        sum_b, o_r = sum_b * adopt0, o_r * adopt0[:, None] + p_a @ v_a[:, half:]
+        m1 = np.maximum(m0, m_prov)
+        f, scale1 = _exp(m_prov, m1), _exp(m0, m1)
+        assert (f <= 1).all()  # P' only ever shrinks: no overflow from the late max
+        p_b = p_prov * f[:, None]
+        sum_b = sum_b * scale1 + sums * f
+        o_l, o_r, sum_a = _close_pair(o_l, o_r, sum_a, scale1, p_b, v_pages[k + 1] if has_b else None, half)
+        m_a = m_b = m1
+    return np.concatenate([o_l, o_r], axis=1), sum_a + sum_b, m_a
+
+
+@pytest.mark.parametrize("n_pages", [1, 2, 3, 6, 7])
+def test_provisional_wg1_max_equals_seesaw(n_pages: int) -> None:
+    """v30_cute computes what the seesaw computes (exact softmax, above): rows that see no key in page
+    A, in page B, or at all, an odd last page (S_B all -inf: P' 0, m' = m), and page B's max both
+    above and below page A's."""
+    rng = np.random.default_rng(50 + n_pages)
+    rows, page, dv = 12, 8, 6
+    s_pages = [rng.normal(size=(rows, page)) * 5 for _ in range(n_pages)]
+    v_pages = [rng.normal(size=(page, dv)) for _ in range(n_pages)]
+    for k, s in enumerate(s_pages):
+        s[4] = NEG  # never a key
+        s[5] += 30.0 if k % 2 else -30.0  # page B's max far above page A's (P' shrinks a lot)
+        s[6] += -30.0 if k % 2 else 30.0  # ... and far below (f = 1)
+    s_pages[0][3] = NEG  # no key in the first page A
+    if n_pages > 1:
+        s_pages[1][7] = NEG  # no key in the first page B
+    got, want = _provisional(s_pages, v_pages), _seesaw(s_pages, v_pages)
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-14)
     assert not np.isnan(got[0]).any() and got[1][4] == 0

@@ -58,6 +58,11 @@ class MlaSplitSm90Seesaw(SeesawOps, MlaSplitSm90):
     early_release = False
     #: WG0 issues P_A V_AL only after WG1 issued P_A V_AR, so WG1's issue never waits behind it (v27_cute)
     vr_first = False
+    #: WG1 turns S_B into P against its own running max before m0 arrives, then rescales P_B by
+    #: e(m1' - m1) (v30_cute): page B's softmax no longer waits for page A's
+    wg1_provisional = False
+    #: with wg1_provisional: WG1 publishes P_B before it issues P_A V_AR (v31_cute)
+    wg1_publish_first = False
 
 
     @cute.jit
@@ -191,6 +196,12 @@ class MlaSplitSm90Seesaw(SeesawOps, MlaSplitSm90):
                     self._release_blocks(kv_pipe, 0, ph, self._blocks(0))
                     if has_b:
                         self._release_blocks(kv_pipe, 1, ph, self._blocks(0))
+                prov = None
+                if cutlass.const_expr(self.wg1_provisional):
+                    # while WG0 still runs page A's softmax (v30_cute)
+                    prov = self._softmax_provisional(acc_S, tScS_mn, pa + 1, first_masked_pos, m_block, scale_log2,
+                                                     m_run)
+                    self._ev(mSem, ctid, c, k, 8)  # softmax arithmetic done (against its own max)
                 cute.arch.barrier(barrier_id=BAR_S0, number_of_threads=CONSUMERS)
                 self._ev(mSem, ctid, c, k, 3)  # P_A and m0 arrived
                 self._adopt_max(sh, 0, tScS_mn, scale_log2, m_run, row_sum, scale)
@@ -200,6 +211,13 @@ class MlaSplitSm90Seesaw(SeesawOps, MlaSplitSm90):
                                             row_sum, scale, s_shape, pa, has_b, ph, first_masked_pos, m_block,
                                             scale_log2, mSem, ctid, c, k)
                 else:
+                    scale_b = scale  # O_R's factor before P_B V_BR
+                    if cutlass.const_expr(self.wg1_publish_first):
+                        # v31_cute: a wgmma issue stalls while WG0's P_A V_AL runs, so publish P_B first
+                        scale_b = cute.make_rmem_tensor(cute.size(scale), f32)
+                        rPb = self._publish_b_provisional(acc_S, tScS_mn, tPsP, sh, prov, has_b, scale_log2, m_run,
+                                                          row_sum, scale_b, c, mSem, ctid, k)
+                        self._ev(mSem, ctid, c, k, 5)  # P_B and m1 published
                     self._rescale(acc_O, scale)
                     self._pv(kv_pipe, pv_mma, acc_O, tOrP[None, None, None, 0], tOrV, 0, ph, 1)
                     self._ev(mSem, ctid, c, k, 4)  # P_A V_AR issued
@@ -208,14 +226,21 @@ class MlaSplitSm90Seesaw(SeesawOps, MlaSplitSm90):
                     if cutlass.const_expr(self.early_issue):
                         # P_A V_AR was queued behind S_B (O is no operand of S_B): wait for S_B only
                         warpgroup.wait_group(1)
-                    # WG1's softmax of page B runs while P_A V_AR executes
-                    rPb = self._softmax_b(acc_S, tScS_mn, tPsP, sh, pa, has_b, first_masked_pos, m_block, scale_log2,
-                                          m_run, row_sum, scale, c, mSem, ctid, k)
-                    self._ev(mSem, ctid, c, k, 5)  # P_B and m1 published
+                    if cutlass.const_expr(self.wg1_publish_first):
+                        pass
+                    elif cutlass.const_expr(self.wg1_provisional):
+                        rPb = self._publish_b_provisional(acc_S, tScS_mn, tPsP, sh, prov, has_b, scale_log2, m_run,
+                                                          row_sum, scale, c, mSem, ctid, k)
+                        self._ev(mSem, ctid, c, k, 5)  # P_B and m1 published
+                    else:
+                        # WG1's softmax of page B runs while P_A V_AR executes
+                        rPb = self._softmax_b(acc_S, tScS_mn, tPsP, sh, pa, has_b, first_masked_pos, m_block,
+                                              scale_log2, m_run, row_sum, scale, c, mSem, ctid, k)
+                        self._ev(mSem, ctid, c, k, 5)  # P_B and m1 published
                     warpgroup.wait_group(0)  # P_A V_AR
                     self._release_blocks(kv_pipe, 0, ph, self._wg1_rest())
                     self._ev(mSem, ctid, c, k, 6)  # P_A V_AR done
-                    self._rescale(acc_O, scale)
+                    self._rescale(acc_O, scale_b)
                     if has_b:
                         if cutlass.const_expr(self.own_p_rs):
                             self._pv(kv_pipe, pv_rs, acc_O, self._p_operand(rPb, frag_layout), tOrV, 1, ph, 1)

@@ -190,14 +190,59 @@ class SeesawOps:
         """WG1: page B's softmax against m0, then publish m1 and P_B (barrier S1); returns P_B in bf16 registers."""
         self._page_softmax(acc_S, tScS_mn, pa + 1, first_masked_pos, m_block, scale_log2, m_run, row_sum, scale)
         self._ev(mSem, ctid, c, k, 8)  # softmax arithmetic done
-        for r in cutlass.range_constexpr(cute.size(m_run)):
-            sh[1, tScS_mn[r, 0][0]] = m_run[r]
+        return self._publish_b(acc_S, tScS_mn, tPsP, sh, has_b, m_run, c, mSem, ctid, k)
+
+    @cute.jit
+    def _publish_b(self, acc_S, tScS_mn, tPsP, sh, has_b, m_run, c, mSem, ctid, k, max_stored: cutlass.Constexpr = False):
+        """WG1: publish m1 (``m_run``; ``max_stored``: the caller wrote it) and P_B (bf16, into page B's RoPE
+        block), arrive on barrier S1; returns P_B."""
+        if cutlass.const_expr(not max_stored):
+            for r in cutlass.range_constexpr(cute.size(m_run)):
+                sh[1, tScS_mn[r, 0][0]] = m_run[r]
         rPb = self._bf16(acc_S)
         if has_b:
             self._store_p(rPb, tPsP[None, None, None, 1], c)
         self._ev(mSem, ctid, c, k, 9)  # P stored and fenced
         cute.arch.barrier_arrive(barrier_id=BAR_S1, number_of_threads=CONSUMERS)
         return rPb
+
+    @cute.jit
+    def _softmax_provisional(self, acc_S, tScS_mn, p, first_masked_pos, m_block, scale_log2, m_run):
+        """WG1, before m0 is known: mask page p, P' = e(S - m') with m' = max(m, rowmax S) (v30_cute).
+
+        Returns (m', P' row sums); ``m_run`` and the row sums stay as they were, for
+        ``_publish_b_provisional`` to bring P' to the true m1 = max(m0, m') once m0 arrived.
+        """
+        acc_S_mn = _mn_view(acc_S)
+        n_rows = cute.size(acc_S_mn.shape[0])
+        m_prov = cute.make_rmem_tensor(n_rows, cutlass.Float32)
+        sums = cute.make_rmem_tensor(n_rows, cutlass.Float32)
+        unused = cute.make_rmem_tensor(n_rows, cutlass.Float32)
+        need_mask = p * PAGE + PAGE > first_masked_pos
+        for r in cutlass.range_constexpr(n_rows):
+            cur = _masked_row_max(acc_S_mn, tScS_mn, r, need_mask, p, first_masked_pos, m_block, self.h)
+            m_prov[r] = cute.arch.fmax(m_run[r], cur)
+            sums[r] = 0.0  # (x 0 below: _exp_row's factor is never NaN, so the sum is P's alone)
+            _exp_row(acc_S_mn, r, m_run[r], m_prov[r], scale_log2, sums, unused)
+        return m_prov, sums
+
+    @cute.jit
+    def _publish_b_provisional(self, acc_S, tScS_mn, tPsP, sh, prov, has_b, scale_log2, m_run, row_sum, scale, c,
+                               mSem, ctid, k):
+        """WG1, m0 adopted (``m_run`` = m0): m1 = max(m0, m'), P_B = P' e(m' - m1), row sums and
+        ``scale`` = e(m0 - m1) as ``_softmax_b`` leaves them; then publish m1 and P_B (barrier S1)."""
+        m_prov, sums = prov
+        acc_S_mn = _mn_view(acc_S)
+        for r in cutlass.range_constexpr(cute.size(m_run)):
+            m1 = cute.arch.fmax(m_run[r], m_prov[r])
+            safe = 0.0 if m1 == -cutlass.Float32.inf else m1
+            f = cute.math.exp2(m_prov[r] * scale_log2 - safe * scale_log2, fastmath=True)  # <= 1; 0 if m' = -inf
+            scale[r] = cute.math.exp2(m_run[r] * scale_log2 - safe * scale_log2, fastmath=True)
+            row_sum[r] = row_sum[r] * scale[r] + sums[r] * f
+            acc_S_mn[r, None] = acc_S_mn[r, None].load() * f
+            m_run[r] = m1
+            sh[1, tScS_mn[r, 0][0]] = m1
+        return self._publish_b(acc_S, tScS_mn, tPsP, sh, has_b, m_run, c, mSem, ctid, k, max_stored=True)
 
     @cute.jit
     def _adopt_max(self, sh, slot, tScS_mn, scale_log2, m_run, row_sum, scale):

@@ -159,6 +159,18 @@ class MlaSplitSm90SeesawPairTmaO(MlaSplitSm90SeesawPairBf16):
     tma_store_o = True
 
 
+class MlaSplitSm90SeesawPairProv(MlaSplitSm90SeesawPairTmaO):
+    """v30_cute: v28_cute with WG1's page-B softmax run against its own max before m0 arrives (``wg1_provisional``)."""
+
+    wg1_provisional = True
+
+
+class MlaSplitSm90SeesawPairProvFirst(MlaSplitSm90SeesawPairProv):
+    """v31_cute: v30_cute with WG1 publishing P_B before it issues P_A V_AR (``wg1_publish_first``)."""
+
+    wg1_publish_first = True
+
+
 class MlaSplitSm90SeesawPairIlp(MlaSplitSm90SeesawPairTmaO):
     """v29_cute: v28_cute with the page softmax as one straight-line block over both rows (``softmax_ilp``)."""
 

@@ -1,0 +1,152 @@
+"""Ring probe: v28_cute's CTA with the math taken out, to measure what its KV ring alone can deliver.
+
+Not a version: the consumers compute nothing and write no output.  The producer, the two-page
+ring of nine 64 x 64 TMA blocks per page, the grid and the split pairs are v28_cute's, so the
+timeline probe (``_cute_trace --kind <ring kind>_trace``) reports the pair period the data movement
+alone allows, on every SM at once (or on a few, with ``--b``):
+
+* ``stream``: both consumer warpgroups give every block back as soon as it landed, so up to two
+  pages are in flight -- the most this ring can move per SM;
+* ``serial``: page p is given back only once page p + 1 has fully landed, so one page is in flight
+  at a time -- its pair period is twice the release-to-landing latency of one page.
+
+Run 10's timelines put v28_cute's pair at ~6440 cycles against 4352 of tensor work, with the
+warpgroups waiting ~1500 / ~2760 cycles per pair for pages; these two numbers say whether a
+deeper or earlier-released ring can buy that back (stream well under 4352) or whether the ring is
+already at its rate (stream near 6440).
+"""
+
+from __future__ import annotations
+
+import cutlass
+import cutlass.cute as cute
+import cutlass.pipeline as pipeline
+from cutlass.cute.nvgpu import warpgroup
+
+from kforge_kernels.mla._cute_seesaw_pair import MlaSplitSm90SeesawPairTmaO
+from kforge_kernels.mla._cute_sm90_parts import BLOCK_M, PAGE, WG
+
+
+class MlaRingProbeStream(MlaSplitSm90SeesawPairTmaO):
+    """v28_cute's producer and ring; the consumers only wait for each block and give it back."""
+
+    ring_mode = "stream"
+
+    @cute.jit
+    def _seesaw_consumer(self, qk_mma, pv_mma, rs_mmas, tidx, wg, m_block, bi, split, t, p_begin, p_end, n_iter,
+                         q_pipe, kv_pipe, sQ, sKV, sV, sRed, mOp, mLp, mOut, mLse, mSem, scale_log2):
+        c = wg - 1
+        ctid = tidx % WG
+        self._probe_begin(q_pipe, mSem, ctid, c)
+        n_pairs = (n_iter + 1) // 2
+        for k in cutlass.range(n_pairs, unroll=1):
+            ph = k % 2
+            has_b = p_begin + 2 * k + 1 < p_end
+            self._ev(mSem, ctid, c, k, 0)
+            if cutlass.const_expr(self.ring_mode == "stream"):
+                for j in cutlass.range_constexpr(self.kv_chunks):
+                    kv_pipe.consumer_wait(self._chunk(0, j, ph))
+                    kv_pipe.consumer_release(self._chunk(0, j, ph))
+                self._ev(mSem, ctid, c, k, 1)  # page A landed (and given back)
+                if has_b:
+                    for j in cutlass.range_constexpr(self.kv_chunks):
+                        kv_pipe.consumer_wait(self._chunk(1, j, ph))
+                        kv_pipe.consumer_release(self._chunk(1, j, ph))
+                self._ev(mSem, ctid, c, k, 2)  # page B landed
+            else:
+                # one page in flight: the previous page goes back only once this one has landed
+                self._wait_blocks(kv_pipe, 0, ph, self._blocks())
+                self._ev(mSem, ctid, c, k, 1)  # page A landed
+                if k > 0:
+                    self._release_blocks(kv_pipe, 1, 1 - ph, self._blocks())
+                if has_b:
+                    self._wait_blocks(kv_pipe, 1, ph, self._blocks())
+                self._ev(mSem, ctid, c, k, 2)  # page B landed
+                self._release(kv_pipe, 0, ph)
+        self._probe_end(mSem, ctid, c)
+
+    @cute.jit
+    def _probe_begin(self, q_pipe, mSem, ctid, c):
+        """The probe header's start words, then wait for Q (the producer loads it as in v28_cute)."""
+        self._hdr(mSem, ctid, c)
+        if c == 0:
+            self._hdr(mSem, ctid, 8, True)
+        q_pipe.consumer_wait(pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, 1))
+        self._hdr(mSem, ctid, 2 + c)
+
+    @cute.jit
+    def _probe_end(self, mSem, ctid, c):
+        """The header's end words: loop end = epilogue end (there is none), and WG0's global timer."""
+        self._hdr(mSem, ctid, 4 + c)
+        self._hdr(mSem, ctid, 6 + c)
+        if c == 0:
+            self._hdr(mSem, ctid, 9, True)
+
+
+class MlaRingProbeSerial(MlaRingProbeStream):
+    """The ring probe with one page in flight at a time (release-to-landing latency)."""
+
+    ring_mode = "serial"
+
+
+class MlaRingProbeSOnly(MlaRingProbeStream):
+    """The ring and the two S GEMMs of a pair (WG0 S_A, WG1 S_B, as in v28_cute), nothing else.
+
+    Tensor work 2304 cycles per pair: above the ring-alone period, the S GEMMs' shared-memory
+    operand reads (128 B per cycle at m64n64k16 with both operands in shared memory) are slowing
+    the TMA writes that land the next pages.
+    """
+
+    @cute.jit
+    def _seesaw_consumer(self, qk_mma, pv_mma, rs_mmas, tidx, wg, m_block, bi, split, t, p_begin, p_end, n_iter,
+                         q_pipe, kv_pipe, sQ, sKV, sV, sRed, mOp, mLp, mOut, mLse, mSem, scale_log2):
+        c = wg - 1
+        ctid = tidx % WG
+        thr_qk = qk_mma.get_slice(ctid)
+        tSrQ = qk_mma.make_fragment_A(thr_qk.partition_A(sQ))
+        tSrK = qk_mma.make_fragment_B(thr_qk.partition_B(sKV))
+        s_shape = thr_qk.partition_shape_C((BLOCK_M, PAGE))
+        self._probe_begin(q_pipe, mSem, ctid, c)
+        n_pairs = (n_iter + 1) // 2
+        sink = cute.make_rmem_tensor(1, cutlass.Float32)
+        sink[0] = 0.0
+        for k in cutlass.range(n_pairs, unroll=1):
+            ph = k % 2
+            has_b = p_begin + 2 * k + 1 < p_end
+            self._ev(mSem, ctid, c, k, 0)
+            acc_S = cute.make_rmem_tensor(s_shape, cutlass.Float32)
+            acc_S.fill(0.0)
+            if c == 0:
+                self._qk(kv_pipe, qk_mma, acc_S, tSrQ, tSrK, 0, ph)
+                warpgroup.wait_group(0)
+                self._release(kv_pipe, 0, ph)
+                self._ev(mSem, ctid, c, k, 2)  # S_A done
+                if has_b:
+                    self._wait_blocks(kv_pipe, 1, ph, self._blocks())
+                    self._release(kv_pipe, 1, ph)
+            else:
+                self._wait_blocks(kv_pipe, 0, ph, self._blocks())
+                self._release(kv_pipe, 0, ph)
+                if has_b:
+                    self._qk(kv_pipe, qk_mma, acc_S, tSrQ, tSrK, 1, ph)
+                    warpgroup.wait_group(0)
+                    self._release(kv_pipe, 1, ph)
+                self._ev(mSem, ctid, c, k, 2)  # S_B done
+            sink[0] = sink[0] + acc_S[0]  # keep the GEMMs' results live
+        rec = self._record(mSem)
+        if sink[0] == 12345.0:
+            rec[0] = 0  # (never, in practice: a use of the sums the compiler cannot drop)
+        self._probe_end(mSem, ctid, c)
+
+
+class MlaRingProbeNoSoftmax(MlaSplitSm90SeesawPairTmaO):
+    """v28_cute's whole pair loop with the page softmax's arithmetic left out (S goes to P as it is).
+
+    Against v28_cute's probe this says what the two softmaxes' chain costs per pair once every
+    GEMM, barrier, store and release stays where it is.
+    """
+
+    @cute.jit
+    def _page_softmax(self, acc_S, tScS_mn, p, first_masked_pos, m_block, scale_log2, m_run, row_sum, scale):
+        for r in cutlass.range_constexpr(cute.size(scale)):
+            scale[r] = 1.0
