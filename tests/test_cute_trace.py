@@ -84,3 +84,16 @@ def test_analyse_leaves_unwritten_pairs_out() -> None:
     res = tr.analyse(np.concatenate([recs, short]), 16)
     assert res["pair_period"] == PERIOD
     assert {(r["wg"], r["event"]): r["median"] for r in res["events"]}[(0, 7)] == 700
+
+
+def test_analyse_leaves_out_events_a_kind_never_stamps() -> None:
+    """A ring probe (_cute_ringprobe) stamps only events 0-2: the others are absent, not NaN rows."""
+    lay = _layout()
+    rec = _records(lay).astype(np.int64)
+    for w in (0, 1):
+        for k in range(lay.TRACE_PAIRS):
+            for e in range(3, lay.TRACE_EVENTS):
+                rec[:, lay.TRACE_HDR + (w * lay.TRACE_PAIRS + k) * lay.TRACE_EVENTS + e] = 0  # never written
+    res = _trace().analyse(rec.astype(np.int32), 16)
+    assert {(r["wg"], r["event"]) for r in res["events"]} == {(w, e) for w in (0, 1) for e in range(3)}
+    assert res["pair_period"] == PERIOD and not any(np.isnan(r["median"]) for r in res["events"])

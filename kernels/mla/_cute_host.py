@@ -68,7 +68,7 @@ TRACEABLE = ("sm90_seesaw_ownp_evict", "sm90_seesaw_pair_bf16", "sm90_seesaw_pai
              "sm90_seesaw_pair_prov", "sm90_seesaw_pair_provfirst",
              # v28_cute's ring without the math (``_cute_ringprobe``): probes only, no version names them
              "sm90_seesaw_pair_ring_stream", "sm90_seesaw_pair_ring_serial", "sm90_seesaw_pair_ring_sonly",
-             "sm90_seesaw_pair_ring_nosoftmax")
+             "sm90_seesaw_pair_ring_nosoftmax", "sm90_seesaw_pair_ring_finite", "sm90_seesaw_pair_ring_scaled")
 KINDS = ("sm80", "sm80_dedup", "sm90", "sm90_pvfirst", "sm90_lazy", "sm90_bf16p", "sm90_seesaw", "sm90_seesaw_chunked",
          "sm90_seesaw_fused", "sm90_seesaw_early", "sm90_seesaw_wcomb", "sm90_seesaw_pf", "sm90_seesaw_pf_pdl",
          "sm90_stagger", "sm90_stagger_evict", "sm90_stagger_ordered", "sm90_seesaw_ownp",
@@ -76,7 +76,8 @@ KINDS = ("sm80", "sm80_dedup", "sm90", "sm90_pvfirst", "sm90_lazy", "sm90_bf16p"
          "sm90_seesaw_pair_bf16", "sm90_seesaw_pair_l2", "sm90_seesaw_pair_soft1", "sm90_seesaw_pair_early",
          "sm90_seesaw_pair_vrfirst", "sm90_seesaw_pair_tmao", "sm90_seesaw_pair_ilp", "sm90_seesaw_pair_prov",
          "sm90_seesaw_pair_provfirst", "sm90_seesaw_pair_ring_stream",
-         "sm90_seesaw_pair_ring_serial", "sm90_seesaw_pair_ring_sonly", "sm90_seesaw_pair_ring_nosoftmax") + tuple(f"{k}_trace" for k in TRACEABLE)
+         "sm90_seesaw_pair_ring_serial", "sm90_seesaw_pair_ring_sonly", "sm90_seesaw_pair_ring_nosoftmax",
+         "sm90_seesaw_pair_ring_finite", "sm90_seesaw_pair_ring_scaled") + tuple(f"{k}_trace" for k in TRACEABLE)
 
 
 def _check_kind(kind: str) -> None:
@@ -123,8 +124,7 @@ def _kernel_class(kind: str) -> Any:
             if kind.startswith("sm90_seesaw_pair_ring"):
                 from kforge_kernels.mla import _cute_ringprobe as rp
 
-                return {"stream": rp.MlaRingProbeStream, "serial": rp.MlaRingProbeSerial, "sonly": rp.MlaRingProbeSOnly,
-                        "nosoftmax": rp.MlaRingProbeNoSoftmax}[kind.removeprefix("sm90_seesaw_pair_ring_")]
+                return rp.PROBES[kind.removeprefix("sm90_seesaw_pair_ring_")]
 
             return {"sm90_seesaw_pair": sp.MlaSplitSm90SeesawPair, "sm90_seesaw_pair_bf16": sp.MlaSplitSm90SeesawPairBf16,
                     "sm90_seesaw_pair_l2": sp.MlaSplitSm90SeesawPairL2,

@@ -143,10 +143,44 @@ class MlaRingProbeNoSoftmax(MlaSplitSm90SeesawPairTmaO):
     """v28_cute's whole pair loop with the page softmax's arithmetic left out (S goes to P as it is).
 
     Against v28_cute's probe this says what the two softmaxes' chain costs per pair once every
-    GEMM, barrier, store and release stays where it is.
+    GEMM, barrier, store and release stays where it is.  (S's raw values overflow O to inf and
+    O is zeroed at every max adoption (the unchanged -inf maxima give factor 0), so it stays finite.
+    Run 11 measured this kind at 8079 cycles per pair on spec -- slower than v28_cute's 6444 -- and
+    ``MlaRingProbeNoSoftmaxFinite`` (P a constant) at 4665: the GEMMs' speed depends on P's data,
+    which ``MlaRingProbeNoSoftmaxScaled`` separates from the softmax's arithmetic.)
     """
 
     @cute.jit
     def _page_softmax(self, acc_S, tScS_mn, p, first_masked_pos, m_block, scale_log2, m_run, row_sum, scale):
         for r in cutlass.range_constexpr(cute.size(scale)):
             scale[r] = 1.0
+
+
+class MlaRingProbeNoSoftmaxFinite(MlaSplitSm90SeesawPairTmaO):
+    """``MlaRingProbeNoSoftmax`` with P set to 2^-7 everywhere: no softmax arithmetic *and* constant P data."""
+
+    @cute.jit
+    def _page_softmax(self, acc_S, tScS_mn, p, first_masked_pos, m_block, scale_log2, m_run, row_sum, scale):
+        acc_S.fill(0.0078125)
+        for r in cutlass.range_constexpr(cute.size(scale)):
+            scale[r] = 1.0
+
+
+class MlaRingProbeNoSoftmaxScaled(MlaSplitSm90SeesawPairTmaO):
+    """No softmax arithmetic, but P = S * 2^-10: random mantissas like a real P, small values (32 multiplies).
+
+    Between ``MlaRingProbeNoSoftmax`` (raw S as P) and ``MlaRingProbeNoSoftmaxFinite`` (constant P)
+    this tells whether the pair's cost follows the softmax's instructions or the P V GEMMs' operand
+    data (run 11 left that open).
+    """
+
+    @cute.jit
+    def _page_softmax(self, acc_S, tScS_mn, p, first_masked_pos, m_block, scale_log2, m_run, row_sum, scale):
+        acc_S.store(acc_S.load() * 0.0009765625)
+        for r in cutlass.range_constexpr(cute.size(scale)):
+            scale[r] = 1.0
+
+
+#: the probe kinds ``sm90_seesaw_pair_ring_<key>`` (``_cute_host``)
+PROBES = {"stream": MlaRingProbeStream, "serial": MlaRingProbeSerial, "sonly": MlaRingProbeSOnly,
+          "nosoftmax": MlaRingProbeNoSoftmax, "finite": MlaRingProbeNoSoftmaxFinite, "scaled": MlaRingProbeNoSoftmaxScaled}

@@ -193,7 +193,8 @@ class SeesawOps:
         return self._publish_b(acc_S, tScS_mn, tPsP, sh, has_b, m_run, c, mSem, ctid, k)
 
     @cute.jit
-    def _publish_b(self, acc_S, tScS_mn, tPsP, sh, has_b, m_run, c, mSem, ctid, k, max_stored: cutlass.Constexpr = False):
+    def _publish_b(self, acc_S, tScS_mn, tPsP, sh, has_b, m_run, c, mSem, ctid, k,
+                   max_stored: cutlass.Constexpr = False):
         """WG1: publish m1 (``m_run``; ``max_stored``: the caller wrote it) and P_B (bf16, into page B's RoPE
         block), arrive on barrier S1; returns P_B."""
         if cutlass.const_expr(not max_stored):
