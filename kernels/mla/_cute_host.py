@@ -59,25 +59,23 @@ def _arch() -> str:
     return os.environ.get("CUTE_DSL_ARCH", "")
 
 
-#: the kernel kinds a version can name.  Classes are imported on first use and only from the modules
-#: they live in (the DSL is needed only to compile; the profiler detects a version's features in the
-#: kernel modules its run loaded), with plain imports: the trust checker rejects dynamic ones.
+#: v28_cute's ring with the math taken out or cut down (``_cute_ringprobe.PROBES``): probes only, no version names them
+RING_PROBES = tuple(f"sm90_seesaw_pair_ring_{k}" for k in ("stream", "serial", "sonly", "nosoftmax", "finite", "scaled",
+                                                           "constp"))
 #: kinds with a timeline-probe twin ``<kind>_trace``: the same kernel with ``trace = True`` (``_cute_trace``)
 TRACEABLE = ("sm90_seesaw_ownp_evict", "sm90_seesaw_pair_bf16", "sm90_seesaw_pair_soft1", "sm90_seesaw_pair_early",
              "sm90_seesaw_pair_vrfirst", "sm90_seesaw_pair_tmao", "sm90_seesaw_pair_ilp",
-             "sm90_seesaw_pair_prov", "sm90_seesaw_pair_provfirst",
-             # v28_cute's ring without the math (``_cute_ringprobe``): probes only, no version names them
-             "sm90_seesaw_pair_ring_stream", "sm90_seesaw_pair_ring_serial", "sm90_seesaw_pair_ring_sonly",
-             "sm90_seesaw_pair_ring_nosoftmax", "sm90_seesaw_pair_ring_finite", "sm90_seesaw_pair_ring_scaled")
+             "sm90_seesaw_pair_prov", "sm90_seesaw_pair_provfirst") + RING_PROBES
+#: the kernel kinds a version can name.  Classes are imported on first use and only from the modules
+#: they live in (the DSL is needed only to compile; the profiler detects a version's features in the
+#: kernel modules its run loaded), with plain imports: the trust checker rejects dynamic ones.
 KINDS = ("sm80", "sm80_dedup", "sm90", "sm90_pvfirst", "sm90_lazy", "sm90_bf16p", "sm90_seesaw", "sm90_seesaw_chunked",
          "sm90_seesaw_fused", "sm90_seesaw_early", "sm90_seesaw_wcomb", "sm90_seesaw_pf", "sm90_seesaw_pf_pdl",
          "sm90_stagger", "sm90_stagger_evict", "sm90_stagger_ordered", "sm90_seesaw_ownp",
          "sm90_seesaw_ownp_evict", "sm90_seesaw_qregs", "sm90_seesaw_mcast", "sm90_seesaw_pair",
          "sm90_seesaw_pair_bf16", "sm90_seesaw_pair_l2", "sm90_seesaw_pair_soft1", "sm90_seesaw_pair_early",
          "sm90_seesaw_pair_vrfirst", "sm90_seesaw_pair_tmao", "sm90_seesaw_pair_ilp", "sm90_seesaw_pair_prov",
-         "sm90_seesaw_pair_provfirst", "sm90_seesaw_pair_ring_stream",
-         "sm90_seesaw_pair_ring_serial", "sm90_seesaw_pair_ring_sonly", "sm90_seesaw_pair_ring_nosoftmax",
-         "sm90_seesaw_pair_ring_finite", "sm90_seesaw_pair_ring_scaled") + tuple(f"{k}_trace" for k in TRACEABLE)
+         "sm90_seesaw_pair_provfirst") + RING_PROBES + tuple(f"{k}_trace" for k in TRACEABLE)
 
 
 def _check_kind(kind: str) -> None:

@@ -181,6 +181,21 @@ class MlaRingProbeNoSoftmaxScaled(MlaSplitSm90SeesawPairTmaO):
             scale[r] = 1.0
 
 
+class MlaRingProbeConstP(MlaSplitSm90SeesawPairTmaO):
+    """The real page softmax (its exponentials still feed the row sums), then P overwritten by 2^-7.
+
+    With ``MlaRingProbeNoSoftmaxScaled`` (no softmax, realistic P), ``MlaRingProbeNoSoftmaxFinite`` (neither)
+    and v28_cute (both) this makes a 2 x 2: softmax arithmetic on / off x P data realistic / constant.
+    """
+
+    @cute.jit
+    def _page_softmax(self, acc_S, tScS_mn, p, first_masked_pos, m_block, scale_log2, m_run, row_sum, scale):
+        MlaSplitSm90SeesawPairTmaO._page_softmax(self, acc_S, tScS_mn, p, first_masked_pos, m_block, scale_log2,
+                                                 m_run, row_sum, scale)
+        acc_S.fill(0.0078125)
+
+
 #: the probe kinds ``sm90_seesaw_pair_ring_<key>`` (``_cute_host``)
 PROBES = {"stream": MlaRingProbeStream, "serial": MlaRingProbeSerial, "sonly": MlaRingProbeSOnly,
-          "nosoftmax": MlaRingProbeNoSoftmax, "finite": MlaRingProbeNoSoftmaxFinite, "scaled": MlaRingProbeNoSoftmaxScaled}
+          "nosoftmax": MlaRingProbeNoSoftmax, "finite": MlaRingProbeNoSoftmaxFinite,
+          "scaled": MlaRingProbeNoSoftmaxScaled, "constp": MlaRingProbeConstP}
