@@ -63,6 +63,9 @@ class MlaSplitSm90Seesaw(SeesawOps, MlaSplitSm90):
     wg1_provisional = False
     #: with wg1_provisional: WG1 publishes P_B before it issues P_A V_AR (v31_cute)
     wg1_publish_first = False
+    #: P written into the RoPE block in wgmma's no-swizzle (interleaved) K-major layout instead of the
+    #: 128B swizzle (v32_cute; built and compile-checked in run 11, not yet run on the GPU)
+    p_interleaved = False
 
 
     @cute.jit
@@ -84,6 +87,8 @@ class MlaSplitSm90Seesaw(SeesawOps, MlaSplitSm90):
         tOrV = pv_mma.make_fragment_B(thr_pv.partition_B(sV_c))  # (MMA, 1, 4, stages)
         # the RoPE block of each stage, reused as that page's P (rows = query rows, cols = tokens)
         sP = cute.local_tile(sKV, (PAGE, D_QK - D_V, self.stages), (0, D_V // (D_QK - D_V), 0))
+        if cutlass.const_expr(self.p_interleaved):
+            sP = self._p_tiles_interleaved(sKV)
         tOrP = pv_mma.make_fragment_A(thr_pv.partition_A(sP))  # (MMA, 1, 4, stages)
         tPsP = thr_qk.partition_C(sP)  # (MMA, 1, 1, stages)
         tScS_mn = _mn_view(thr_qk.partition_C(cute.make_identity_tensor((BLOCK_M, PAGE))))

@@ -269,3 +269,22 @@ class SeesawOps:
         if cutlass.const_expr(not self.own_p_rs):
             # this WG's own P V reads rows its other warps wrote
             cute.arch.barrier(barrier_id=BAR_WG + c, number_of_threads=WG)
+
+    def _p_tiles_interleaved(self, sKV):
+        """P tiles over each stage's RoPE block in the no-swizzle K-major layout (``p_interleaved``).
+
+        With the 128B swizzle a thread's 16 P stores need 16 xor-ed addresses, and the compiler
+        rebuilt them every pair (~50 integer instructions on the softmax's chain, run 11's SASS).
+        In the interleaved layout (8 x 16-byte core matrices, 128 contiguous bytes each) they are one
+        base plus immediates, still free of bank conflicts (a warp's store covers whole core matrices).
+        The bytes are free for P once the page's S is done, whatever layout K used there.
+        """
+        bf16 = cutlass.BFloat16
+        atom = warpgroup.make_smem_layout_atom(warpgroup.SmemLayoutAtomKind.K_INTER, bf16)
+        tile = cute.tile_to_shape(atom, (BLOCK_M, PAGE), order=(0, 1))
+        # stage s's RoPE block: s * PAGE * D_QK elements from the ring's start, after D_V // 64 blocks
+        first = cute.make_ptr(bf16, sKV.iterator.toint() + (D_V // 64) * PAGE * 64 * 2, cute.AddressSpace.smem,
+                              assumed_align=1024)
+        outer = tile.outer
+        per_stage = cute.make_layout((*outer.shape, self.stages), stride=(*outer.stride, PAGE * D_QK))
+        return cute.make_tensor(cute.recast_ptr(first, tile.inner), per_stage)

@@ -171,6 +171,12 @@ class MlaSplitSm90SeesawPairProvFirst(MlaSplitSm90SeesawPairProv):
     wg1_publish_first = True
 
 
+class MlaSplitSm90SeesawPairPInter(MlaSplitSm90SeesawPairTmaO):
+    """v28_cute with P stored in the no-swizzle K-major layout (``p_interleaved``): its addresses are immediates."""
+
+    p_interleaved = True
+
+
 class MlaSplitSm90SeesawPairIlp(MlaSplitSm90SeesawPairTmaO):
     """v29_cute: v28_cute with the page softmax as one straight-line block over both rows (``softmax_ilp``)."""
 
