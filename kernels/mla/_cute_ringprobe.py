@@ -1,19 +1,20 @@
-"""Ring probe: v28_cute's CTA with the math taken out, to measure what its KV ring alone can deliver.
+"""Ring probes: v28_cute's CTA with the math taken out or cut down, to see what sets its pair period.
 
-Not a version: the consumers compute nothing and write no output.  The producer, the two-page
-ring of nine 64 x 64 TMA blocks per page, the grid and the split pairs are v28_cute's, so the
-timeline probe (``_cute_trace --kind <ring kind>_trace``) reports the pair period the data movement
-alone allows, on every SM at once (or on a few, with ``--b``):
+Not versions: they compute nothing right and their output is not checked.  The producer, the
+two-page ring of nine 64 x 64 TMA blocks per page, the grid and the split pairs are v28_cute's, so
+the timeline probe (``_cute_trace --kind sm90_seesaw_pair_ring_<key>_trace``, keys in ``PROBES``)
+reports the pair period of what is left, on every SM at once (or on a few, with ``--b``):
 
 * ``stream``: both consumer warpgroups give every block back as soon as it landed, so up to two
   pages are in flight -- the most this ring can move per SM;
 * ``serial``: page p is given back only once page p + 1 has fully landed, so one page is in flight
-  at a time -- its pair period is twice the release-to-landing latency of one page.
+  at a time -- its pair period is twice the release-to-landing latency of one page;
+* ``sonly``: the ring and the two S GEMMs only;
+* ``nosoftmax`` / ``finite`` / ``scaled`` / ``constp``: the whole pair loop with the softmax's
+  arithmetic and P's data varied (raw S / constant / S x 2^-10 / real softmax then constant P).
 
-Run 10's timelines put v28_cute's pair at ~6440 cycles against 4352 of tensor work, with the
-warpgroups waiting ~1500 / ~2760 cycles per pair for pages; these two numbers say whether a
-deeper or earlier-released ring can buy that back (stream well under 4352) or whether the ring is
-already at its rate (stream near 6440).
+Run 11 (devlog): stream 3092 cycles per spec pair, serial 5295, sonly 5363, finite 4665,
+nosoftmax 8079, against v28_cute's 6444.
 """
 
 from __future__ import annotations
