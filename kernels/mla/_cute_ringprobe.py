@@ -6,7 +6,7 @@ the timeline probe (``_cute_trace --kind sm90_seesaw_pair_ring_<key>_trace``, ke
 reports the pair period of what is left, on every SM at once (or on a few, with ``--b``):
 
 * ``stream``: both consumer warpgroups give every block back as soon as it landed, so up to two
-  pages are in flight -- the most this ring can move per SM;
+  pages are in flight -- the most this ring can move per SM (``streampf``: plus L2 prefetch);
 * ``serial``: page p is given back only once page p + 1 has fully landed, so one page is in flight
   at a time -- its pair period is twice the release-to-landing latency of one page;
 * ``sonly``: the ring and the two S GEMMs only;
@@ -82,6 +82,16 @@ class MlaRingProbeStream(MlaSplitSm90SeesawPairTmaO):
         self._hdr(mSem, ctid, 6 + c)
         if c == 0:
             self._hdr(mSem, ctid, 9, True)
+
+
+class MlaRingProbeStreamPrefetch(MlaRingProbeStream):
+    """``stream`` with row block 0's producer prefetching pages 4 ahead into L2 (v13_cute's mechanism).
+
+    Decode's ring alone moved only 24.2 B/cycle per SM (pages from DRAM, ~3.1 TB/s) against spec's
+    47.7: this says whether more bytes in flight raise decode's data floor (59.6 us).
+    """
+
+    l2_prefetch_pages = 4
 
 
 class MlaRingProbeSerial(MlaRingProbeStream):
@@ -197,6 +207,6 @@ class MlaRingProbeConstP(MlaSplitSm90SeesawPairTmaO):
 
 
 #: the probe kinds ``sm90_seesaw_pair_ring_<key>`` (``_cute_host``)
-PROBES = {"stream": MlaRingProbeStream, "serial": MlaRingProbeSerial, "sonly": MlaRingProbeSOnly,
-          "nosoftmax": MlaRingProbeNoSoftmax, "finite": MlaRingProbeNoSoftmaxFinite,
+PROBES = {"stream": MlaRingProbeStream, "streampf": MlaRingProbeStreamPrefetch, "serial": MlaRingProbeSerial,
+          "sonly": MlaRingProbeSOnly, "nosoftmax": MlaRingProbeNoSoftmax, "finite": MlaRingProbeNoSoftmaxFinite,
           "scaled": MlaRingProbeNoSoftmaxScaled, "constp": MlaRingProbeConstP}
