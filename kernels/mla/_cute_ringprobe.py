@@ -45,14 +45,10 @@ class MlaRingProbeStream(MlaSplitSm90SeesawPairTmaO):
             has_b = p_begin + 2 * k + 1 < p_end
             self._ev(mSem, ctid, c, k, 0)
             if cutlass.const_expr(self.ring_mode == "stream"):
-                for j in cutlass.range_constexpr(self.kv_chunks):
-                    kv_pipe.consumer_wait(self._chunk(0, j, ph))
-                    kv_pipe.consumer_release(self._chunk(0, j, ph))
+                self._pass_through(kv_pipe, 0, ph)
                 self._ev(mSem, ctid, c, k, 1)  # page A landed (and given back)
                 if has_b:
-                    for j in cutlass.range_constexpr(self.kv_chunks):
-                        kv_pipe.consumer_wait(self._chunk(1, j, ph))
-                        kv_pipe.consumer_release(self._chunk(1, j, ph))
+                    self._pass_through(kv_pipe, 1, ph)
                 self._ev(mSem, ctid, c, k, 2)  # page B landed
             else:
                 # one page in flight: the previous page goes back only once this one has landed
@@ -65,6 +61,13 @@ class MlaRingProbeStream(MlaSplitSm90SeesawPairTmaO):
                 self._ev(mSem, ctid, c, k, 2)  # page B landed
                 self._release(kv_pipe, 0, ph)
         self._probe_end(mSem, ctid, c)
+
+    @cute.jit
+    def _pass_through(self, kv_pipe, stage: cutlass.Constexpr, ph):
+        """Give each block of the page in ``stage`` back as soon as it landed."""
+        for j in cutlass.range_constexpr(self.kv_chunks):
+            kv_pipe.consumer_wait(self._chunk(stage, j, ph))
+            kv_pipe.consumer_release(self._chunk(stage, j, ph))
 
     @cute.jit
     def _probe_begin(self, q_pipe, mSem, ctid, c):
@@ -103,9 +106,10 @@ class MlaRingProbeSerial(MlaRingProbeStream):
 class MlaRingProbeSOnly(MlaRingProbeStream):
     """The ring and the two S GEMMs of a pair (WG0 S_A, WG1 S_B, as in v28_cute), nothing else.
 
-    Tensor work 2304 cycles per pair: above the ring-alone period, the S GEMMs' shared-memory
-    operand reads (128 B per cycle at m64n64k16 with both operands in shared memory) are slowing
-    the TMA writes that land the next pages.
+    Tensor work 2304 cycles per pair.  Run 11: 5363 cycles per spec pair against the ring alone's
+    3092, the pages landing at 27.5 B/cycle per SM instead of 47.7.  A likely reason (not measured
+    apart): at m64n64k16 with both operands in shared memory the S GEMMs read 128 B per cycle, the
+    port the TMA writes land through.
     """
 
     @cute.jit
@@ -151,33 +155,36 @@ class MlaRingProbeSOnly(MlaRingProbeStream):
 
 
 class MlaRingProbeNoSoftmax(MlaSplitSm90SeesawPairTmaO):
-    """v28_cute's whole pair loop with the page softmax's arithmetic left out (S goes to P as it is).
+    """v28_cute's whole pair loop with the page softmax's arithmetic left out: S goes to P as it is.
 
     Against v28_cute's probe this says what the two softmaxes' chain costs per pair once every
-    GEMM, barrier, store and release stays where it is.  (S's raw values overflow O to inf and
-    O is zeroed at every max adoption (the unchanged -inf maxima give factor 0), so it stays finite.
-    Run 11 measured this kind at 8079 cycles per pair on spec -- slower than v28_cute's 6444 -- and
-    ``MlaRingProbeNoSoftmaxFinite`` (P a constant) at 4665: the GEMMs' speed depends on P's data,
-    which ``MlaRingProbeNoSoftmaxScaled`` separates from the softmax's arithmetic.)
+    GEMM, barrier, store and release stays where it is.  The maxima stay -inf, so every max
+    adoption multiplies O by 0 and O stays finite.  Run 11 measured this kind at 8079 cycles per
+    spec pair -- slower than v28_cute's 6444 -- and ``MlaRingProbeNoSoftmaxFinite`` (P a constant)
+    at 4665: the GEMMs' speed depends on P's data, which ``MlaRingProbeNoSoftmaxScaled`` separates
+    from the softmax's arithmetic.
     """
 
+    #: what P is made of instead of the softmax: "raw" S, a "constant" 2^-7, or S "scaled" by 2^-10
+    p_from_s = "raw"
+
     @cute.jit
     def _page_softmax(self, acc_S, tScS_mn, p, first_masked_pos, m_block, scale_log2, m_run, row_sum, scale):
+        if cutlass.const_expr(self.p_from_s == "constant"):
+            acc_S.fill(0.0078125)
+        if cutlass.const_expr(self.p_from_s == "scaled"):
+            acc_S.store(acc_S.load() * 0.0009765625)
         for r in cutlass.range_constexpr(cute.size(scale)):
             scale[r] = 1.0
 
 
-class MlaRingProbeNoSoftmaxFinite(MlaSplitSm90SeesawPairTmaO):
+class MlaRingProbeNoSoftmaxFinite(MlaRingProbeNoSoftmax):
     """``MlaRingProbeNoSoftmax`` with P set to 2^-7 everywhere: no softmax arithmetic *and* constant P data."""
 
-    @cute.jit
-    def _page_softmax(self, acc_S, tScS_mn, p, first_masked_pos, m_block, scale_log2, m_run, row_sum, scale):
-        acc_S.fill(0.0078125)
-        for r in cutlass.range_constexpr(cute.size(scale)):
-            scale[r] = 1.0
+    p_from_s = "constant"
 
 
-class MlaRingProbeNoSoftmaxScaled(MlaSplitSm90SeesawPairTmaO):
+class MlaRingProbeNoSoftmaxScaled(MlaRingProbeNoSoftmax):
     """No softmax arithmetic, but P = S * 2^-10: random mantissas like a real P, small values (32 multiplies).
 
     Between ``MlaRingProbeNoSoftmax`` (raw S as P) and ``MlaRingProbeNoSoftmaxFinite`` (constant P)
@@ -185,11 +192,7 @@ class MlaRingProbeNoSoftmaxScaled(MlaSplitSm90SeesawPairTmaO):
     data (run 11 left that open).
     """
 
-    @cute.jit
-    def _page_softmax(self, acc_S, tScS_mn, p, first_masked_pos, m_block, scale_log2, m_run, row_sum, scale):
-        acc_S.store(acc_S.load() * 0.0009765625)
-        for r in cutlass.range_constexpr(cute.size(scale)):
-            scale[r] = 1.0
+    p_from_s = "scaled"
 
 
 class MlaRingProbeConstP(MlaSplitSm90SeesawPairTmaO):

@@ -231,16 +231,14 @@ class MlaSplitSm90Seesaw(SeesawOps, MlaSplitSm90):
                     if cutlass.const_expr(self.early_issue):
                         # P_A V_AR was queued behind S_B (O is no operand of S_B): wait for S_B only
                         warpgroup.wait_group(1)
-                    if cutlass.const_expr(self.wg1_publish_first):
-                        pass
-                    elif cutlass.const_expr(self.wg1_provisional):
-                        rPb = self._publish_b_provisional(acc_S, tScS_mn, tPsP, sh, prov, has_b, scale_log2, m_run,
-                                                          row_sum, scale, c, mSem, ctid, k)
-                        self._ev(mSem, ctid, c, k, 5)  # P_B and m1 published
-                    else:
-                        # WG1's softmax of page B runs while P_A V_AR executes
-                        rPb = self._softmax_b(acc_S, tScS_mn, tPsP, sh, pa, has_b, first_masked_pos, m_block,
-                                              scale_log2, m_run, row_sum, scale, c, mSem, ctid, k)
+                    if cutlass.const_expr(not self.wg1_publish_first):
+                        if cutlass.const_expr(self.wg1_provisional):
+                            rPb = self._publish_b_provisional(acc_S, tScS_mn, tPsP, sh, prov, has_b, scale_log2,
+                                                              m_run, row_sum, scale, c, mSem, ctid, k)
+                        else:
+                            # WG1's softmax of page B runs while P_A V_AR executes
+                            rPb = self._softmax_b(acc_S, tScS_mn, tPsP, sh, pa, has_b, first_masked_pos, m_block,
+                                                  scale_log2, m_run, row_sum, scale, c, mSem, ctid, k)
                         self._ev(mSem, ctid, c, k, 5)  # P_B and m1 published
                     warpgroup.wait_group(0)  # P_A V_AR
                     self._release_blocks(kv_pipe, 0, ph, self._wg1_rest())

@@ -166,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.b:
         params["b"] = args.b
     # a ring probe (_cute_ringprobe) computes nothing: its output is not checked, only its timeline read
-    computes = "_ring_" not in args.kind
+    computes = args.kind.removesuffix("_trace") not in host.RING_PROBES
     config = dict(host.SEESAW_CONFIG, **({"num_splits": args.splits} if args.splits else {}))
     inputs = spec.make_inputs(params, seed=1, device="cuda")
     outs = spec.alloc_outputs(params, device="cuda")
