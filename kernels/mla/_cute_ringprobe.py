@@ -6,15 +6,19 @@ the timeline probe (``_cute_trace --kind sm90_seesaw_pair_ring_<key>_trace``, ke
 reports the pair period of what is left, on every SM at once (or on a few, with ``--b``):
 
 * ``stream``: both consumer warpgroups give every block back as soon as it landed, so up to two
-  pages are in flight -- the most this ring can move per SM (``streampf``: plus L2 prefetch);
+  pages are in flight -- the most this ring can move per SM (``streampf``: plus L2 prefetch;
+  ``stream3`` / ``stream1``: three barrier slots per page / one);
 * ``serial``: page p is given back only once page p + 1 has fully landed, so one page is in flight
-  at a time -- its pair period is twice the release-to-landing latency of one page;
+  at a time -- its pair period is twice the release-to-landing latency of one page (``serial3``:
+  three slots per page);
 * ``sonly``: the ring and the two S GEMMs only;
 * ``nosoftmax`` / ``finite`` / ``scaled`` / ``constp``: the whole pair loop with the softmax's
   arithmetic and P's data varied (raw S / constant / S x 2^-10 / real softmax then constant P).
 
 Run 11 (devlog): stream 3092 cycles per spec pair, serial 5295, sonly 5363, finite 4665,
-nosoftmax 8079, against v28_cute's 6444.
+nosoftmax 8079, against v28_cute's 6444.  Run 12: constp 6392 and scaled 8251 against v28_cute's
+6442 (the softmax's arithmetic, not P's data, is the ~1700-cycle gap); stream3 1794, stream1 2118,
+serial3 3996 -- the nine-slot ring's rate was its per-slot barrier handshake (v33_cute).
 """
 
 from __future__ import annotations
@@ -99,6 +103,28 @@ class MlaRingProbeStreamPrefetch(MlaRingProbeStream):
 
 class MlaRingProbeSerial(MlaRingProbeStream):
     """The ring probe with one page in flight at a time (release-to-landing latency)."""
+
+    ring_mode = "serial"
+
+
+class MlaRingProbeStream3(MlaRingProbeStream):
+    """``stream`` with each page loaded as three 64 x 192 TMA boxes (three barriers) instead of nine 64 x 64.
+
+    The producer needs ~105-140 cycles per box (run 11), about the ring's whole per-box budget at
+    47.7 B/cycle per SM: if its issue sets the ring's rate, three boxes per page move faster.
+    """
+
+    kv_chunks = 3
+
+
+class MlaRingProbeStream1(MlaRingProbeStream):
+    """``stream`` with one barrier per page (``kv_chunks = 1``): one acquire, nine TMA issues back to back."""
+
+    kv_chunks = 1
+
+
+class MlaRingProbeSerial3(MlaRingProbeStream3):
+    """``serial`` with three boxes per page: one page's release-to-landing latency at a third of the issues."""
 
     ring_mode = "serial"
 
@@ -211,5 +237,6 @@ class MlaRingProbeConstP(MlaSplitSm90SeesawPairTmaO):
 
 #: the probe kinds ``sm90_seesaw_pair_ring_<key>`` (``_cute_host``)
 PROBES = {"stream": MlaRingProbeStream, "streampf": MlaRingProbeStreamPrefetch, "serial": MlaRingProbeSerial,
+          "stream3": MlaRingProbeStream3, "stream1": MlaRingProbeStream1, "serial3": MlaRingProbeSerial3,
           "sonly": MlaRingProbeSOnly, "nosoftmax": MlaRingProbeNoSoftmax, "finite": MlaRingProbeNoSoftmaxFinite,
           "scaled": MlaRingProbeNoSoftmaxScaled, "constp": MlaRingProbeConstP}

@@ -177,6 +177,18 @@ class MlaSplitSm90SeesawPairPInter(MlaSplitSm90SeesawPairTmaO):
     p_interleaved = True
 
 
+class MlaSplitSm90SeesawPairC3(MlaSplitSm90SeesawPairTmaO):
+    """v28_cute with each page loaded as three 64 x 192 TMA boxes (three barriers, ``kv_chunks = 3``)."""
+
+    kv_chunks = 3
+
+
+class MlaSplitSm90SeesawPairC1(MlaSplitSm90SeesawPairTmaO):
+    """v28_cute with one barrier per page (``kv_chunks = 1``): S waits for the whole page."""
+
+    kv_chunks = 1
+
+
 class MlaSplitSm90SeesawPairIlp(MlaSplitSm90SeesawPairTmaO):
     """v29_cute: v28_cute with the page softmax as one straight-line block over both rows (``softmax_ilp``)."""
 

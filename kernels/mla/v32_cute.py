@@ -14,6 +14,10 @@ Prediction (before the H200 run; built and compile-checked in run 11, not yet ru
 softmax's instructions are what the pair waits on (run 11's open question), each softmax ~-150 to
 -250 cycles and the pair -4 to -7% (spec 904 -> 845-870 us, decode 74.5 -> 70-72 us); if P's operand
 data is, within the noise.
+
+Measured (run 12, devlog): correct; harness 75.3 / 913.0 us vs v28_cute 75.2 / 912.7, compare 74.9 /
+907.1 vs 75.7 / 912.7 -- within the noise; the softmax's arithmetic ended at the same cycle, only the
+P store's span shrank.  Discarded.
 """
 
 from __future__ import annotations
