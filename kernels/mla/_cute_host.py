@@ -66,7 +66,7 @@ RING_PROBES = tuple(f"sm90_seesaw_pair_ring_{k}" for k in (
 TRACEABLE = ("sm90_seesaw_ownp_evict", "sm90_seesaw_pair_bf16", "sm90_seesaw_pair_soft1", "sm90_seesaw_pair_early",
              "sm90_seesaw_pair_vrfirst", "sm90_seesaw_pair_tmao", "sm90_seesaw_pair_ilp",
              "sm90_seesaw_pair_prov", "sm90_seesaw_pair_provfirst", "sm90_seesaw_pair_pinter",
-             "sm90_seesaw_pair_c3", "sm90_seesaw_pair_c1") + RING_PROBES
+             "sm90_seesaw_pair_c3", "sm90_seesaw_pair_c1", "sm90_seesaw_pair_c3early") + RING_PROBES
 #: the kernel kinds a version can name.  Classes are imported on first use and only from the modules
 #: they live in (the DSL is needed only to compile; the profiler detects a version's features in the
 #: kernel modules its run loaded), with plain imports: the trust checker rejects dynamic ones.
@@ -77,7 +77,7 @@ KINDS = ("sm80", "sm80_dedup", "sm90", "sm90_pvfirst", "sm90_lazy", "sm90_bf16p"
          "sm90_seesaw_pair_bf16", "sm90_seesaw_pair_l2", "sm90_seesaw_pair_soft1", "sm90_seesaw_pair_early",
          "sm90_seesaw_pair_vrfirst", "sm90_seesaw_pair_tmao", "sm90_seesaw_pair_ilp", "sm90_seesaw_pair_prov",
          "sm90_seesaw_pair_provfirst", "sm90_seesaw_pair_pinter", "sm90_seesaw_pair_c3",
-         "sm90_seesaw_pair_c1") + RING_PROBES + tuple(f"{k}_trace" for k in TRACEABLE)
+         "sm90_seesaw_pair_c1", "sm90_seesaw_pair_c3early") + RING_PROBES + tuple(f"{k}_trace" for k in TRACEABLE)
 
 
 def _check_kind(kind: str) -> None:
@@ -137,7 +137,8 @@ def _kernel_class(kind: str) -> Any:
                     "sm90_seesaw_pair_provfirst": sp.MlaSplitSm90SeesawPairProvFirst,
                     "sm90_seesaw_pair_pinter": sp.MlaSplitSm90SeesawPairPInter,
                     "sm90_seesaw_pair_c3": sp.MlaSplitSm90SeesawPairC3,
-                    "sm90_seesaw_pair_c1": sp.MlaSplitSm90SeesawPairC1}[kind]
+                    "sm90_seesaw_pair_c1": sp.MlaSplitSm90SeesawPairC1,
+                    "sm90_seesaw_pair_c3early": sp.MlaSplitSm90SeesawPairC3Early}[kind]
         return {
             "sm90_seesaw": ss.MlaSplitSm90Seesaw, "sm90_seesaw_chunked": ss.MlaSplitSm90SeesawChunked,
             "sm90_seesaw_early": ss.MlaSplitSm90SeesawEarly,

@@ -56,6 +56,9 @@ class MlaSplitSm90Seesaw(SeesawOps, MlaSplitSm90):
     wg1_softmax_first = False
     #: give KV blocks back at each warpgroup's last use of them, not at the end of its page (v26_cute)
     early_release = False
+    #: only WG0's half of ``early_release``: it gives page A back once P_A V_AL is done, before waiting for
+    #: P_B (safe with any ``kv_chunks``; WG1's half assumes 64-dim blocks)
+    wg0_early_release = False
     #: WG0 issues P_A V_AL only after WG1 issued P_A V_AR, so WG1's issue never waits behind it (v27_cute)
     vr_first = False
     #: WG1 turns S_B into P against its own running max before m0 arrives, then rescales P_B by
@@ -155,7 +158,7 @@ class MlaSplitSm90Seesaw(SeesawOps, MlaSplitSm90):
                 else:
                     self._pv(kv_pipe, pv_mma, acc_O, tOrP[None, None, None, 0], tOrV, 0, ph, 0)
                 self._ev(mSem, ctid, c, k, 4)  # P_A V_AL issued
-                if cutlass.const_expr(self.early_release):
+                if cutlass.const_expr(self.early_release or self.wg0_early_release):
                     # WG0 has nothing to do until P_B arrives: let page A's V_L blocks go as soon as
                     # P_A V_AL is done, not after the barrier (the next page A loads ~1,000 cycles sooner)
                     warpgroup.wait_group(0)
@@ -163,7 +166,7 @@ class MlaSplitSm90Seesaw(SeesawOps, MlaSplitSm90):
                 cute.arch.barrier(barrier_id=BAR_S1, number_of_threads=CONSUMERS)
                 self._ev(mSem, ctid, c, k, 5)  # P_B and m1 arrived
                 self._adopt_max(sh, 1, tScS_mn, scale_log2, m_run, row_sum, scale)
-                if cutlass.const_expr(not self.early_release):
+                if cutlass.const_expr(not (self.early_release or self.wg0_early_release)):
                     warpgroup.wait_group(0)  # P_A V_AL
                     self._release(kv_pipe, 0, ph)
                 self._ev(mSem, ctid, c, k, 6)  # P_A V_AL done

@@ -183,6 +183,12 @@ class MlaSplitSm90SeesawPairC3(MlaSplitSm90SeesawPairTmaO):
     kv_chunks = 3
 
 
+class MlaSplitSm90SeesawPairC3Early(MlaSplitSm90SeesawPairC3):
+    """v33_cute with WG0 giving page A back as soon as its P_A V_AL is done (``wg0_early_release``)."""
+
+    wg0_early_release = True
+
+
 class MlaSplitSm90SeesawPairC1(MlaSplitSm90SeesawPairTmaO):
     """v28_cute with one barrier per page (``kv_chunks = 1``): S waits for the whole page."""
 
