@@ -14,8 +14,9 @@ release-to-landing path, that path loses ~400-600 cycles and the pair -4 to -7% 
 noise (S then waits for 24 KB instead of 8 KB before its first k-step: a small loss).
 
 Measured (run 12, devlog): correct; spec 877.4-882.1 us vs v28_cute 910.1-918.7 in three calls (-3.6 to
--4.1%), decode 73.9-75.6 vs 75.1-75.6 (within the noise: decode's pair equals its ring's data
-movement); probe pair 6079 vs 6445 cycles, page A reissued in 421 cycles instead of 943.  The new best.
+-4.1%), decode 73.9-75.6 vs 75.1-75.6 (within the noise; its pages come from DRAM, where the slot
+handshake is a small part of a page's latency -- not measured apart); probe pair 6079 vs 6445
+cycles, page A reissued in 421 cycles instead of 943.  The best until v35_cute.
 """
 
 from __future__ import annotations
