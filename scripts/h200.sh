@@ -131,11 +131,13 @@ all)
   [ -n "${SKIP_NCU:-}" ] || reserve=$((reserve + 120 + 10))
   cap=$(( $(left) - 10 - reserve )); [ "$cap" -ge 15 ] || cap=0  # 0: not run
   # WORKERS=K: K xdist workers share the GPU (compiles in parallel, GPU sections under its lock;
-  # timings noisier than a run of their own: README "Parallel runs")
+  # timings noisier than a run of their own: README "Parallel runs").  --durations: run 8's 36
+  # versions took 516 s with the GPU busy ~3% of it (smi log), so the slowest tests say where it goes
+  # (a cuTile version has no prepare(): its first launch of a shape compiles inside the GPU lock)
   par=(); [ "${WORKERS:-1}" -gt 1 ] && par=(-n "$WORKERS" --kforge-workers-per-gpu "$WORKERS")
   TAIL=30 run "$name" "${SUITE_S:-$cap}" python3 -m pytest --kernel mla --kernel-version "$V" "${par[@]}" \
-      -p no:cacheprovider -rs -v --kforge-examples 8 --kforge-json="$KF/$name.json" --benchmark-autosave \
-      --benchmark-storage="$S"
+      -p no:cacheprovider -rs -v --durations=25 --kforge-examples 8 --kforge-json="$KF/$name.json" \
+      --benchmark-autosave --benchmark-storage="$S"
   if [ "$RC" -eq 124 ] || [ "$RC" -eq 137 ] || [ "$RC" -eq 125 ]; then
     missed=$(unfinished "$V" "$KF/$name.log")
     log "$name: versions NOT RUN to the end (no finished trial benchmark): ${missed:-none}"
