@@ -61,7 +61,8 @@ def _arch() -> str:
 
 #: v28_cute's ring with the math taken out or cut down (``_cute_ringprobe.PROBES``): probes only, no version names them
 RING_PROBES = tuple(f"sm90_seesaw_pair_ring_{k}" for k in (
-    "stream", "streampf", "serial", "stream3", "serial3", "stream1", "sonly", "nosoftmax", "finite", "scaled", "constp"))
+    "stream", "streampf", "serial", "stream3", "serial3", "stream1", "sonly", "nosoftmax", "finite", "scaled", "constp",
+    "solo"))
 #: kinds with a timeline-probe twin ``<kind>_trace``: the same kernel with ``trace = True`` (``_cute_trace``)
 TRACEABLE = ("sm90_seesaw_ownp_evict", "sm90_seesaw_pair_bf16", "sm90_seesaw_pair_soft1", "sm90_seesaw_pair_early",
              "sm90_seesaw_pair_vrfirst", "sm90_seesaw_pair_tmao", "sm90_seesaw_pair_ilp",

@@ -13,7 +13,9 @@ reports the pair period of what is left, on every SM at once (or on a few, with 
   three slots per page);
 * ``sonly``: the ring and the two S GEMMs only;
 * ``nosoftmax`` / ``finite`` / ``scaled`` / ``constp``: the whole pair loop with the softmax's
-  arithmetic and P's data varied (raw S / constant / S x 2^-10 / real softmax then constant P).
+  arithmetic and P's data varied (raw S / constant / S x 2^-10 / real softmax then constant P);
+* ``solo``: v35_cute with WG1's S_B held back until WG0's page-A softmax is done (the softmax with
+  no wgmma beside it; the output stays correct).
 
 Run 11 (devlog): stream 3092 cycles per spec pair, serial 5295, sonly 5363, finite 4665,
 nosoftmax 8079, against v28_cute's 6444.  Run 12: constp 6392 and scaled 8251 against v28_cute's
@@ -28,7 +30,7 @@ import cutlass.cute as cute
 import cutlass.pipeline as pipeline
 from cutlass.cute.nvgpu import warpgroup
 
-from kforge_kernels.mla._cute_seesaw_pair import MlaSplitSm90SeesawPairTmaO
+from kforge_kernels.mla._cute_seesaw_pair import MlaSplitSm90SeesawPairC3Early, MlaSplitSm90SeesawPairTmaO
 from kforge_kernels.mla._cute_sm90_parts import BLOCK_M, PAGE, WG
 
 
@@ -235,8 +237,20 @@ class MlaRingProbeConstP(MlaSplitSm90SeesawPairTmaO):
         acc_S.fill(0.0078125)
 
 
+class MlaRingProbeSoloSoftmax(MlaSplitSm90SeesawPairC3Early):
+    """v35_cute with WG1's S_B held back until WG0's page-A softmax arithmetic is done (``solo_softmax_probe``).
+
+    The softmax runs 3-4x its MUFU and issue count, and WG0's (beside S_B) is slower than WG1's (beside
+    the P V GEMMs): with no wgmma running beside it, WG0's e2 -> e8 span says whether the other
+    warpgroup's GEMM is what slows it.  The output stays correct; only the schedule is worse.
+    """
+
+    solo_softmax_probe = True
+
+
 #: the probe kinds ``sm90_seesaw_pair_ring_<key>`` (``_cute_host``)
 PROBES = {"stream": MlaRingProbeStream, "streampf": MlaRingProbeStreamPrefetch, "serial": MlaRingProbeSerial,
           "stream3": MlaRingProbeStream3, "stream1": MlaRingProbeStream1, "serial3": MlaRingProbeSerial3,
           "sonly": MlaRingProbeSOnly, "nosoftmax": MlaRingProbeNoSoftmax, "finite": MlaRingProbeNoSoftmaxFinite,
-          "scaled": MlaRingProbeNoSoftmaxScaled, "constp": MlaRingProbeConstP}
+          "scaled": MlaRingProbeNoSoftmaxScaled, "constp": MlaRingProbeConstP,
+          "solo": MlaRingProbeSoloSoftmax}

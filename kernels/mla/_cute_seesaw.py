@@ -35,7 +35,7 @@ import cutlass.cute as cute
 import cutlass.pipeline as pipeline
 from cutlass.cute.nvgpu import warpgroup
 
-from kforge_kernels.mla._cute_seesaw_ops import BAR_S0, BAR_S1, BAR_SUM, BAR_VR, BAR_WG, WG, SeesawOps
+from kforge_kernels.mla._cute_seesaw_ops import BAR_S0, BAR_S1, BAR_SOLO, BAR_SUM, BAR_VR, BAR_WG, WG, SeesawOps
 from kforge_kernels.mla._cute_sm90 import MlaSplitSm90
 from kforge_kernels.mla._cute_sm90_parts import BLOCK_M, CONSUMERS, D_QK, D_V, PAGE, _mn_view, _quad_reduce
 
@@ -59,6 +59,8 @@ class MlaSplitSm90Seesaw(SeesawOps, MlaSplitSm90):
     #: only WG0's half of ``early_release``: it gives page A back once P_A V_AL is done, before waiting for
     #: P_B (safe with any ``kv_chunks``; WG1's half assumes 64-dim blocks)
     wg0_early_release = False
+    #: probe only (``_cute_ringprobe``): WG1 issues S_B only after WG0's page-A softmax arithmetic
+    solo_softmax_probe = False
     #: WG0 issues P_A V_AL only after WG1 issued P_A V_AR, so WG1's issue never waits behind it (v27_cute)
     vr_first = False
     #: WG1 turns S_B into P against its own running max before m0 arrives, then rescales P_B by
@@ -141,6 +143,8 @@ class MlaSplitSm90Seesaw(SeesawOps, MlaSplitSm90):
                 self._ev(mSem, ctid, c, k, 2)  # S_A done
                 self._page_softmax(acc_S, tScS_mn, pa, first_masked_pos, m_block, scale_log2, m_run, row_sum, scale)
                 self._ev(mSem, ctid, c, k, 8)  # softmax arithmetic done
+                if cutlass.const_expr(self.solo_softmax_probe):
+                    cute.arch.barrier_arrive(barrier_id=BAR_SOLO, number_of_threads=CONSUMERS)
                 for r in cutlass.range_constexpr(n_rows):
                     sh[0, tScS_mn[r, 0][0]] = m_run[r]
                 rPa = self._bf16(acc_S)
@@ -189,6 +193,9 @@ class MlaSplitSm90Seesaw(SeesawOps, MlaSplitSm90):
                 has_b = pa + 1 < p_end
                 self._ev(mSem, ctid, c, k, 0)
                 acc_S = cute.make_rmem_tensor(s_shape, f32)
+                if cutlass.const_expr(self.solo_softmax_probe):
+                    # probe only: S_B waits until WG0's page-A softmax is done, so that runs beside no wgmma
+                    cute.arch.barrier(barrier_id=BAR_SOLO, number_of_threads=CONSUMERS)
                 if has_b:
                     acc_S.fill(0.0)
                     self._qk(kv_pipe, qk_mma, acc_S, tSrQ, tSrK, 1, ph, q_regs)

@@ -20,6 +20,8 @@ from kforge_kernels.mla._cute_sm90_parts import (
 BAR_S0, BAR_S1, BAR_SUM, BAR_WG = 4, 5, 6, 7
 #: WG1 has issued P_A V_AR (v27_cute: WG0 queues P_A V_AL only after it)
 BAR_VR = 9
+#: WG0's page-A softmax is done (the solo-softmax probe only: S_B waits for it)
+BAR_SOLO = 10
 
 
 def _tree_sum(vals: list):
