@@ -78,7 +78,7 @@ KINDS = ("sm80", "sm80_dedup", "sm90", "sm90_pvfirst", "sm90_lazy", "sm90_bf16p"
          "sm90_seesaw_pair_bf16", "sm90_seesaw_pair_l2", "sm90_seesaw_pair_soft1", "sm90_seesaw_pair_early",
          "sm90_seesaw_pair_vrfirst", "sm90_seesaw_pair_tmao", "sm90_seesaw_pair_ilp", "sm90_seesaw_pair_prov",
          "sm90_seesaw_pair_provfirst", "sm90_seesaw_pair_pinter", "sm90_seesaw_pair_c3",
-         "sm90_seesaw_pair_c1", "sm90_seesaw_pair_c3early") + RING_PROBES + tuple(f"{k}_trace" for k in TRACEABLE)
+         "sm90_seesaw_pair_c1", "sm90_seesaw_pair_c3early", "sm90_seesaw_pair_persist") + RING_PROBES + tuple(f"{k}_trace" for k in TRACEABLE)
 
 
 def _check_kind(kind: str) -> None:
@@ -122,6 +122,10 @@ def _kernel_class(kind: str) -> Any:
             from kforge_kernels.mla import _cute_seesaw_pair as sp
             from kforge_kernels.mla import _cute_seesaw_soft1 as s1
 
+            if kind == "sm90_seesaw_pair_persist":
+                from kforge_kernels.mla._cute_persistent import MlaSplitSm90SeesawPersistent
+
+                return MlaSplitSm90SeesawPersistent
             if kind.startswith("sm90_seesaw_pair_ring"):
                 from kforge_kernels.mla import _cute_ringprobe as rp
 

@@ -76,7 +76,16 @@ class MlaSplitSm90Seesaw(SeesawOps, MlaSplitSm90):
     @cute.jit
     def _seesaw_consumer(self, qk_mma, pv_mma, rs_mmas, tidx, wg, m_block, bi, split, t, p_begin, p_end, n_iter,
                          q_pipe, kv_pipe, sQ, sKV, sV, sRed, mOp, mLp, mOut, mLse, mSem, scale_log2):
-        f32 = cutlass.Float32
+        """One CTA's work: the warpgroup's views (``_seesaw_parts``), then its one tile (``_seesaw_tile``)."""
+        parts = self._seesaw_parts(qk_mma, pv_mma, rs_mmas, tidx, wg, bi, split, m_block, q_pipe, sQ, sKV, sV, sRed,
+                                   mOp)
+        self._seesaw_tile(parts, m_block, bi, split, t, p_begin, p_end, n_iter, q_pipe, kv_pipe, mOp, mLp, mOut,
+                          mLse, mSem, scale_log2)
+
+    @cute.jit
+    def _seesaw_parts(self, qk_mma, pv_mma, rs_mmas, tidx, wg, bi, split, m_block, q_pipe, sQ, sKV, sV, sRed, mOp):
+        """The consumer warpgroup's fragments and views of shared memory, and its zeroed O (tile-independent
+        for the TMA-store epilogue, which the persistent loop of ``_cute_persistent`` relies on)."""
         c = wg - 1
         ctid = tidx % WG
         thr_qk = qk_mma.get_slice(ctid)
@@ -104,6 +113,23 @@ class MlaSplitSm90Seesaw(SeesawOps, MlaSplitSm90):
             frag_layout = pv_rs.make_fragment_A(pv_rs.get_slice(ctid).partition_shape_A((BLOCK_M, PAGE))).layout
 
         tOgO, acc_O = self._o_partition(thr_pv, mOp, bi, split, m_block, c)
+        return (c, ctid, qk_mma, pv_mma, thr_qk, thr_pv, tSrQ, q_regs, tSrK, tOrV, tOrP, tPsP, tScS_mn, sh,
+                frag_layout, pv_rs, tOgO, acc_O)
+
+    @cute.jit
+    def _seesaw_tile(self, parts, m_block, bi, split, t, p_begin, p_end, n_iter, q_pipe, kv_pipe, mOp, mLp, mOut,
+                     mLse, mSem, scale_log2, q_state=None, ph0=None):
+        """One (sequence, row block, split) tile: the pair loop over pages [p_begin, p_end) and the epilogue.
+
+        ``q_state`` / ``ph0`` (the persistent loop): the Q pipeline state to wait on and the parity of the
+        ring's pass this tile starts on; None: the CTA's first and only tile.
+        """
+        f32 = cutlass.Float32
+        (c, ctid, qk_mma, pv_mma, thr_qk, thr_pv, tSrQ, q_regs, tSrK, tOrV, tOrP, tPsP, tScS_mn, sh,
+         frag_layout, pv_rs, tOgO, acc_O) = parts
+        looping = ph0 is not None  # a tile of the persistent loop (trace time)
+        if cutlass.const_expr(looping):
+            acc_O.fill(0.0)
         s_shape = thr_qk.partition_shape_C((BLOCK_M, PAGE))
         n_rows = cute.size(_mn_view(acc_O).shape[0])
         m_run = cute.make_rmem_tensor(n_rows, f32)  # the shared running max as this WG knows it
@@ -116,7 +142,8 @@ class MlaSplitSm90Seesaw(SeesawOps, MlaSplitSm90):
         self._hdr(mSem, ctid, c)  # consumer start
         if c == 0:
             self._hdr(mSem, ctid, 8, True)  # global timer at WG0's start
-        q_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, 1)
+        if cutlass.const_expr(not looping):
+            q_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, 1)
         q_pipe.consumer_wait(q_state)
         self._hdr(mSem, ctid, 2 + c)  # Q landed
         # page A of a pair sits in stage 0, page B in stage 1; a pair consumes the whole ring of
@@ -126,6 +153,8 @@ class MlaSplitSm90Seesaw(SeesawOps, MlaSplitSm90):
         if c == 0:
             for k in cutlass.range(n_pairs, unroll=1):
                 ph = k % 2
+                if cutlass.const_expr(looping):
+                    ph = (ph0 + k) % 2  # the ring's pass runs on across tiles
                 pa = p_begin + 2 * k
                 has_b = pa + 1 < p_end
                 self._ev(mSem, ctid, c, k, 0)
@@ -182,6 +211,9 @@ class MlaSplitSm90Seesaw(SeesawOps, MlaSplitSm90):
                         # it and S_B waits for that load (the other WG's GEMMs keep the pipe busy)
                         warpgroup.wait_group(0)
                         self._release(kv_pipe, 1, ph)
+                if cutlass.const_expr(looping):
+                    if pa + 1 >= p_end:
+                        self._release(kv_pipe, 1, ph)  # the producer's stand-in page B (_cute_persistent)
                 self._ev(mSem, ctid, c, k, 7)  # P_B V_BL done
             if cutlass.const_expr(self.early_issue):
                 # the last P_B V_BL; its page B is never released -- nothing is loaded after it
@@ -189,6 +221,8 @@ class MlaSplitSm90Seesaw(SeesawOps, MlaSplitSm90):
         else:
             for k in cutlass.range(n_pairs, unroll=1):
                 ph = k % 2
+                if cutlass.const_expr(looping):
+                    ph = (ph0 + k) % 2  # the ring's pass runs on across tiles
                 pa = p_begin + 2 * k
                 has_b = pa + 1 < p_end
                 self._ev(mSem, ctid, c, k, 0)
@@ -261,6 +295,11 @@ class MlaSplitSm90Seesaw(SeesawOps, MlaSplitSm90):
                             self._pv(kv_pipe, pv_mma, acc_O, tOrP[None, None, None, 1], tOrV, 1, ph, 1)
                         warpgroup.wait_group(0)
                         self._release_blocks(kv_pipe, 1, ph, self._wg1_rest())
+                if cutlass.const_expr(looping):
+                    if pa + 1 >= p_end:
+                        # the producer's stand-in page B: let it land before its stage is given back
+                        self._wait_blocks(kv_pipe, 1, ph, self._blocks())
+                        self._release_blocks(kv_pipe, 1, ph, self._blocks())
                 self._ev(mSem, ctid, c, k, 7)  # P_B V_BR done
 
         self._hdr(mSem, ctid, 4 + c)  # loop end
@@ -269,6 +308,8 @@ class MlaSplitSm90Seesaw(SeesawOps, MlaSplitSm90):
         if cutlass.const_expr(self.fused_combine and not self.direct):
             self._merge_splits(thr_pv, acc_O, tScS_mn, m_run, total, m_block, bi, split, c, ctid, sh,
                                mOp, mLp, mOut, mLse, mSem, scale_log2)
+        if cutlass.const_expr(looping):
+            q_pipe.consumer_release(q_state)  # O's TMA store has read Q's buffer: the next Q may land
         self._hdr(mSem, ctid, 6 + c)  # epilogue (and pair merge) done
         if c == 0:
             self._hdr(mSem, ctid, 9, True)  # and at its end

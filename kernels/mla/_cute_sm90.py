@@ -87,6 +87,13 @@ class MlaSplitSm90(HalfPageConsumer, SplitEpilogue, TraceProbe):
     tma_store_o = False
     #: the seesaw's page softmax as one straight-line block over both rows (v29_cute)
     softmax_ilp = False
+    #: one CTA per SM loops over the (row block, sequence) tiles (``_cute_persistent``; direct outputs only)
+    persistent = False
+
+    @property
+    def looping(self) -> bool:
+        """The persistent loop runs: direct outputs from one split (a merging pair keeps one tile per CTA)."""
+        return self.persistent and self.direct and not self.pair
 
     def __init__(self, s: int, h: int, stages: int = 2, direct: bool = False, paired: bool = False):
         if stages != 2:
@@ -189,8 +196,10 @@ class MlaSplitSm90(HalfPageConsumer, SplitEpilogue, TraceProbe):
         )
         cluster_kw = {"cluster": (self.cluster, 1, 1)} if self.cluster > 1 else {}
         cluster_kw = {"cluster": (1, 1, 2)} if self.pair else cluster_kw
-        kern.launch(grid=(self.m_blocks, b, splits), block=(self.threads, 1, 1), stream=stream, min_blocks_per_mp=1,
-                    **cluster_kw)
+        grid = (self.m_blocks, b, splits)
+        if cutlass.const_expr(self.looping):
+            grid = (cutlass.min(self.m_blocks * b, self.max_ctas), 1, 1)
+        kern.launch(grid=grid, block=(self.threads, 1, 1), stream=stream, min_blocks_per_mp=1, **cluster_kw)
 
     @cute.kernel
     def kernel(
@@ -305,7 +314,12 @@ class MlaSplitSm90(HalfPageConsumer, SplitEpilogue, TraceProbe):
             # CTAs (which wait for this grid's completion) cannot take an SM a split CTA needs
             cute.arch.griddepcontrol_launch_dependents()
 
-        if wg == 0:
+        if cutlass.const_expr(self.looping):
+            # one CTA per SM walks the tiles (_cute_persistent); every per-tile value above is unused
+            self._persistent_cta(tidx, wg, warp_idx, tma_q, tQgQ, tQsQ, tma_kv, tKgK, tKsK, q_pipe, kv_pipe, mBT, mLens,
+                                 qk_mma, pv_mma, (pv_rs, qk_rs), sQ, sKV, sV, sRed, mOp, mLp, mOut, mLse, mSem,
+                                 scale_log2)
+        elif wg == 0:
             # ---------------- producer ----------------------------------------------------
             cute.arch.setmaxregister_decrease(self.regs_producer)
             if warp_idx == 0:

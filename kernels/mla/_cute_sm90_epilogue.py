@@ -67,7 +67,7 @@ class SplitEpilogue:
                 if not empty:
                     lse = (row_max[r] * scale_log2 + cute.math.log2(total[r], fastmath=True)) * LN_2
                 self._store_lse(mLp, lse, row, bi, split)
-        self._store_o(acc_O, tOgO, tScS_mn, m_block)
+        self._store_o(acc_O, tOgO, tScS_mn, m_block, bi)
 
     @cute.jit
     def _store_lse(self, mLp, lse, row, bi, slot):
@@ -79,11 +79,11 @@ class SplitEpilogue:
             mLp[slot, bi, row] = lse
 
     @cute.jit
-    def _store_o(self, acc_O, tOgO, tScS_mn, m_block):
+    def _store_o(self, acc_O, tOgO, tScS_mn, m_block, bi=None):
         """This WG's normalised O: bf16 into the output (padding rows dropped), or the split partial (fp32 or bf16)."""
         bf16 = cutlass.BFloat16
         if cutlass.const_expr(self.o_via_tma):
-            self._store_o_tma(acc_O, tOgO, m_block)
+            self._store_o_tma(acc_O, tOgO, m_block, bi)
         elif cutlass.const_expr(self.direct):
             rO = cute.make_fragment_like(acc_O, bf16)
             rO.store(acc_O.load().to(bf16))
@@ -110,7 +110,7 @@ class SplitEpilogue:
         return o_tma, mOt, sO_layout
 
     @cute.jit
-    def _store_o_tma(self, acc_O, tOsO, m_block):
+    def _store_o_tma(self, acc_O, tOsO, m_block, bi=None):
         """v28_cute: this WG's bf16 O into its half of the staging tile, then one TMA store of the half.
 
         The tile overlays Q's buffer (every S GEMM is complete) and, in a merging pair, the
@@ -119,7 +119,8 @@ class SplitEpilogue:
         waits until the bulk copy has read the tile, so the CTA never exits under a running store.
         """
         tidx, _, _ = cute.arch.thread_idx()
-        _, bi, _ = cute.arch.block_idx()
+        if cutlass.const_expr(not self.looping):
+            _, bi, _ = cute.arch.block_idx()  # (a looping CTA passes its tile's sequence)
         c = tidx // WG - 1
         o_tma, mOt, sO = self._o_store
         rO = cute.make_fragment_like(acc_O, cutlass.BFloat16)

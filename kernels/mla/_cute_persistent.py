@@ -1,0 +1,108 @@
+"""A persistent CTA for the one-split (direct) seesaw kernel: one CTA per SM walks the tiles.
+
+Run 12's probe of v35_cute puts 1.86 us of prologue (Q landing, the first pair's pages) and 2.20 us
+of epilogue (normalise, stage O in Q's buffer, one TMA store per warpgroup) into each CTA's 114 us
+on spec, where 1024 (row block, sequence) tiles run as 1024 CTAs.  Here the grid is at most
+``max_ctas`` CTAs and CTA i takes tiles i, i + grid, ...; the producer runs ahead across tile
+boundaries, so the next tile's Q and first pages land while the consumers finish the epilogue.
+
+What the loop has to keep right (each is a hang or a wrong answer if missed):
+
+* Q's buffer is also O's staging tile: the consumers give Q's pipeline slot back only after the
+  epilogue (the storing warp of each warpgroup waits until its bulk store has read the tile before
+  it arrives), and the producer acquires the slot before it loads the next Q;
+* the KV ring's passes run on across tiles: a tile with an odd page count still passes a page B
+  through the ring (the producer loads the tile's last page again; the consumers wait for it and
+  give it back without using it), and the consumers' pair parity continues from the previous tile
+  (``ph0``);
+* O, the running maxima and the row sums start from zero in every tile (``_seesaw_tile``);
+* every tile has at least one pair (the spec's sequences are at least s >= 1 tokens long): the
+  pair barriers keep a warpgroup from starting the next tile's epilogue (which rewrites the row-sum
+  slots) before the other has read this tile's.
+
+The wave tail (1024 tiles on 132 SMs: the last round 76% full) stays: static round-robin tiles
+do not balance it.  Not traceable (the probe's records are per CTA, one tile each).
+"""
+
+from __future__ import annotations
+
+import cutlass
+import cutlass.cute as cute
+import cutlass.pipeline as pipeline
+from cutlass.cute.nvgpu import cpasync
+
+from kforge_kernels.mla._cute_seesaw_pair import MlaSplitSm90SeesawPairC3Early
+from kforge_kernels.mla._cute_sm90_parts import PAGE
+
+
+class MlaSplitSm90SeesawPersistent(MlaSplitSm90SeesawPairC3Early):
+    """v35_cute's kernel with one CTA per SM looping over the tiles when the shape runs one split."""
+
+    persistent = True
+    #: CTAs of the looping grid: the H200's SM count (one 227 KB CTA fits per SM)
+    max_ctas = 132
+
+    @cute.jit
+    def _persistent_cta(self, tidx, wg, warp_idx, tma_q, tQgQ, tQsQ, tma_kv, tKgK, tKsK, q_pipe, kv_pipe, mBT, mLens,
+                        qk_mma, pv_mma, rs_mmas, sQ, sKV, sV, sRed, mOp, mLp, mOut, mLse, mSem, scale_log2):
+        first, _, _ = cute.arch.block_idx()
+        step, _, _ = cute.arch.grid_dim()
+        n_tiles = self.m_blocks * cute.size(mLens)
+        if wg == 0:
+            cute.arch.setmaxregister_decrease(self.regs_producer)
+            if warp_idx == 0:
+                self._persistent_producer(first, step, n_tiles, tma_q, tQgQ, tQsQ, tma_kv, tKgK, tKsK, q_pipe, kv_pipe,
+                                          mBT, mLens)
+        else:
+            cute.arch.setmaxregister_increase(self.regs_consumer)
+            parts = self._seesaw_parts(qk_mma, pv_mma, rs_mmas, tidx, wg, 0, 0, 0, q_pipe, sQ, sKV, sV, sRed, mOp)
+            q_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, 1)
+            passes = cutlass.Int32(0)  # ring passes (page pairs) of the tiles before this one
+            for tile in cutlass.range(first, n_tiles, step, unroll=1):
+                m_block = tile % self.m_blocks
+                bi = tile // self.m_blocks
+                t = mLens[bi]
+                n_pages = (t + PAGE - 1) // PAGE
+                self._seesaw_tile(parts, m_block, bi, 0, t, 0, n_pages, n_pages, q_pipe, kv_pipe, mOp, mLp, mOut,
+                                  mLse, mSem, scale_log2, q_state=q_state, ph0=passes)
+                q_state.advance()
+                passes = passes + (n_pages + 1) // 2
+
+    @cute.jit
+    def _persistent_producer(self, first, step, n_tiles, tma_q, tQgQ, tQsQ, tma_kv, tKgK, tKsK, q_pipe, kv_pipe, mBT,
+                             mLens):
+        """Warp 0 of the producer warpgroup: per tile, Q once its slot is free, then the pages in pairs."""
+        cpasync.prefetch_descriptor(tma_q)
+        cpasync.prefetch_descriptor(tma_kv)
+        q_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, 1)
+        kv_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages * self.kv_chunks)
+        for tile in cutlass.range(first, n_tiles, step, unroll=1):
+            m_block = tile % self.m_blocks
+            bi = tile // self.m_blocks
+            n_pages = (mLens[bi] + PAGE - 1) // PAGE
+            # Q's slot comes free only after the previous tile's epilogue, page A's and B's before it: after
+            # the first tile, the first pair's pages go out first and land while the epilogue runs
+            n_load = (n_pages + 1) // 2 * 2  # an odd last page is followed by itself again: whole pairs of stages
+            q_at = cutlass.Int32(2)  # the page before which Q goes out
+            if tile == first:
+                q_at = cutlass.Int32(0)
+            for p in cutlass.range(0, n_load, unroll=1):
+                if p == q_at:
+                    self._load_q(tma_q, tQgQ, tQsQ, q_pipe, q_state, m_block, bi)
+                    q_state.advance()
+                page = mBT[bi, cutlass.min(p, n_pages - 1)]
+                for j in cutlass.range_constexpr(self.kv_chunks):
+                    kv_pipe.producer_acquire(kv_state)
+                    self._kv_copy(tma_kv, tKgK[(None, 0, j, page)], tKsK[(None, kv_state.index)],
+                                  kv_pipe.producer_get_barrier(kv_state))
+                    kv_state.advance()
+            if q_at == n_load:  # a one-pair tile after the first: Q after its two pages
+                self._load_q(tma_q, tQgQ, tQsQ, q_pipe, q_state, m_block, bi)
+                q_state.advance()
+
+    @cute.jit
+    def _load_q(self, tma_q, tQgQ, tQsQ, q_pipe, q_state, m_block, bi):
+        """Q of tile (m_block, bi) into its buffer once the consumers gave the slot back (the caller advances
+        ``q_state``: a state changed inside a helper does not leave a staged branch)."""
+        q_pipe.producer_acquire(q_state)
+        cute.copy(tma_q, tQgQ[(None, m_block, 0, bi)], tQsQ[(None, 0)], tma_bar_ptr=q_pipe.producer_get_barrier(q_state))

@@ -1,0 +1,23 @@
+"""v36_cute: v35_cute with one CTA per SM looping over the tiles when the shape runs one split (spec).
+
+Built and compile-checked in run 12, NOT yet run on the GPU: run
+``timeout 150 python3 kernels/mla/_cute_selfcheck.py --versions v36_cute`` before anything else (a
+mistake in the loop's barrier phases would hang, not fail).  See ``_cute_persistent`` for the loop and
+what it must keep right.  Shapes with several splits (decode: 2 splits merged in a cluster) run
+v35_cute's kernel unchanged.
+
+Prediction (before the H200 run): the probe of v35_cute puts 4.06 us of each CTA's 114.2 us on spec
+in the prologue and epilogue, which the producer running ahead into the next tile overlaps; the wave
+tail (7.76 waves) stays.  Spec -2.5 to -3.5% (868 -> 838-846 us); decode unchanged.
+"""
+
+from __future__ import annotations
+
+from kforge_kernels.mla._cute_host import EVICT_FEATURES, SEESAW_CONFIG, version_functions
+
+LANGUAGE = "cute-dsl"
+PARENT = "v35_cute"
+DESCRIPTION = "v35_cute with a persistent grid (one CTA per SM walks the tiles) for one-split shapes"
+FEATURES = EVICT_FEATURES + ("split-pair-dsmem-merge", "tma-store-epilogue", "kv-page-chunk-barriers")
+CONFIG = dict(SEESAW_CONFIG)
+supports, prepare, run = version_functions("v36_cute", "sm90_seesaw_pair_persist", CONFIG)
