@@ -45,6 +45,7 @@ class MlaSplitSm90SeesawPersistent(MlaSplitSm90SeesawPairC3Early):
     @cute.jit
     def _persistent_cta(self, tidx, wg, warp_idx, tma_q, tQgQ, tQsQ, tma_kv, tKgK, tKsK, q_pipe, kv_pipe, mBT, mLens,
                         qk_mma, pv_mma, rs_mmas, sQ, sKV, sV, sRed, mOp, mLp, mOut, mLse, mSem, scale_log2):
+        self._check_loopable()
         first, _, _ = cute.arch.block_idx()
         step, _, _ = cute.arch.grid_dim()
         n_tiles = self.m_blocks * cute.size(mLens)
@@ -68,6 +69,16 @@ class MlaSplitSm90SeesawPersistent(MlaSplitSm90SeesawPairC3Early):
                 q_state.advance()
                 passes = passes + (n_pages + 1) // 2
 
+    def _check_loopable(self) -> None:
+        """Trace time: the loop supports none of the schedule flags that assume one tile per CTA."""
+        bad = [name for name, on in (("q_reg_blocks", self.q_reg_blocks > 0), ("early_issue", self.early_issue),
+                                     ("early_release", self.early_release), ("cluster", self.cluster > 1),
+                                     ("l2_prefetch_pages", self.l2_prefetch_pages > 0), ("stagger", self.stagger),
+                                     ("trace", self.trace), ("fused_combine", self.fused_combine)) if on]
+        if bad:
+            raise ValueError(f"{type(self).__name__}: the persistent loop cannot run with {', '.join(bad)} set "
+                             f"(each assumes one tile per CTA); switch them off or persistent = False.")
+
     @cute.jit
     def _persistent_producer(self, first, step, n_tiles, tma_q, tQgQ, tQsQ, tma_kv, tKgK, tKsK, q_pipe, kv_pipe, mBT,
                              mLens):
@@ -86,6 +97,7 @@ class MlaSplitSm90SeesawPersistent(MlaSplitSm90SeesawPairC3Early):
             q_at = cutlass.Int32(2)  # the page before which Q goes out
             if tile == first:
                 q_at = cutlass.Int32(0)
+            q_at = cutlass.min(q_at, n_load)  # a tile without pages still gets its Q (the spec has none)
             for p in cutlass.range(0, n_load, unroll=1):
                 if p == q_at:
                     self._load_q(tma_q, tQgQ, tQsQ, q_pipe, q_state, m_block, bi)

@@ -137,3 +137,7 @@ class SplitEpilogue:
             cute.copy(o_tma, tOsO_t[(None, c)], tOgO_t[(None, m_block, c, bi)])
             cute.arch.cp_async_bulk_commit_group()
             cute.arch.cp_async_bulk_wait_group(0, read=True)
+            if cutlass.const_expr(self.looping):
+                # only the electing lane's wait covers the store; the warp's Q-slot arrival (lane 0,
+                # _cute_persistent) must come after it
+                cute.arch.sync_warp()
