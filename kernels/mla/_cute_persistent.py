@@ -4,13 +4,14 @@ Run 12's probe of v35_cute puts 1.86 us of prologue (Q landing, the first pair's
 of epilogue (normalise, stage O in Q's buffer, one TMA store per warpgroup) into each CTA's 114 us
 on spec, where 1024 (row block, sequence) tiles run as 1024 CTAs.  Here the grid is at most
 ``max_ctas`` CTAs and CTA i takes tiles i, i + grid, ...; the producer runs ahead across tile
-boundaries, so the next tile's Q and first pages land while the consumers finish the epilogue.
+boundaries, so the next tile's first pair of pages lands while the consumers finish the epilogue
+(its Q follows once the epilogue's stores have read Q's buffer).
 
 What the loop has to keep right (each is a hang or a wrong answer if missed):
 
 * Q's buffer is also O's staging tile: the consumers give Q's pipeline slot back only after the
-  epilogue (the storing warp of each warpgroup waits until its bulk store has read the tile before
-  it arrives), and the producer acquires the slot before it loads the next Q;
+  epilogue (the storing warp of each warpgroup waits until its bulk store has read the tile, then
+  syncs, before its lane 0 arrives), and the producer acquires the slot before it loads the next Q;
 * the KV ring's passes run on across tiles: a tile with an odd page count still passes a page B
   through the ring (the producer loads the tile's last page again; the consumers wait for it and
   give it back without using it), and the consumers' pair parity continues from the previous tile
