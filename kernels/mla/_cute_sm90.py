@@ -42,12 +42,12 @@ from cutlass.cute.nvgpu import cpasync, warpgroup
 
 from kforge_kernels.mla._cute_sm90_epilogue import SplitEpilogue
 from kforge_kernels.mla._cute_sm90_halfpage import HalfPageConsumer
-from kforge_kernels.mla._cute_sm90_parts import BLOCK_M, CONSUMERS, D_QK, D_V, EVICT_FIRST, HALF, PAGE
+from kforge_kernels.mla._cute_sm90_parts import BLOCK_M, CONSUMERS, D_QK, D_V, HALF, PAGE, KvLoads
 from kforge_kernels.mla._cute_probe import TraceProbe
 from kforge_kernels.mla._cute_trace_layout import TRACE_EVENTS, TRACE_HDR, TRACE_PAGES, TRACE_PAIRS
 
 
-class MlaSplitSm90(HalfPageConsumer, SplitEpilogue, TraceProbe):
+class MlaSplitSm90(HalfPageConsumer, SplitEpilogue, TraceProbe, KvLoads):
     """Partial (or, with ``direct``, final) MLA attention over one KV split, 64 rows per CTA."""
 
     #: issue page j's P V before page j+1's S (v5_cute) instead of after it (v4_cute)
@@ -371,26 +371,6 @@ class MlaSplitSm90(HalfPageConsumer, SplitEpilogue, TraceProbe):
             cute.arch.cluster_arrive()
             cute.arch.cluster_wait()
 
-    def _kv_copy(self, tma_kv, src, dst, bar) -> None:
-        """One KV block's TMA load (with the evict-first hint and the cluster multicast where configured)."""
-        extra = {}
-        if self.evict_first:
-            extra["cache_policy"] = cutlass.Int64(EVICT_FIRST)
-        if self.cluster > 1:
-            extra["mcast_mask"] = cutlass.Int16((1 << self.cluster) - 1)
-        cute.copy(tma_kv, src, dst, tma_bar_ptr=bar, **extra)
-
-    @cute.jit
-    def _prefetch_page(self, tma_kv, tKgK, mBT, bi, m_block, p, p_end):
-        """Row block 0's producer: bring page p (if in this split) into L2, chunk by chunk.
-
-        The other row blocks of the sequence read the same pages, so one prefetch serves them all.
-        """
-        if p < p_end:
-            if m_block == 0:
-                page = mBT[bi, p]
-                for j in cutlass.range_constexpr(self.kv_chunks):
-                    cute.prefetch(tma_kv, tKgK[(None, 0, j, page)])
 
 class MlaSplitSm90PvFirst(MlaSplitSm90):
     """v5_cute's schedule: P V of page j before S of page j+1, so each KV stage is freed early."""

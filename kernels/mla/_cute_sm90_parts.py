@@ -92,3 +92,32 @@ def _gemm(tiled_mma: cute.TiledMma, acc: cute.Tensor, a: cute.Tensor, b: cute.Te
     """
     for k in range(cute.size(a, mode=[2])):
         cute.gemm(tiled_mma, acc, a[None, None, k], b[None, None, k], acc)
+
+
+class KvLoads:
+    """The producer's KV loads (a mixin of ``_cute_sm90.MlaSplitSm90``): one block's TMA copy, an L2 prefetch."""
+
+    evict_first: bool
+    cluster: int
+    kv_chunks: int
+
+    def _kv_copy(self, tma_kv, src, dst, bar) -> None:
+        """One KV block's TMA load (with the evict-first hint and the cluster multicast where configured)."""
+        extra = {}
+        if self.evict_first:
+            extra["cache_policy"] = cutlass.Int64(EVICT_FIRST)
+        if self.cluster > 1:
+            extra["mcast_mask"] = cutlass.Int16((1 << self.cluster) - 1)
+        cute.copy(tma_kv, src, dst, tma_bar_ptr=bar, **extra)
+
+    @cute.jit
+    def _prefetch_page(self, tma_kv, tKgK, mBT, bi, m_block, p, p_end):
+        """Row block 0's producer: bring page p (if in this split) into L2, chunk by chunk.
+
+        The other row blocks of the sequence read the same pages, so one prefetch serves them all.
+        """
+        if p < p_end:
+            if m_block == 0:
+                page = mBT[bi, p]
+                for j in cutlass.range_constexpr(self.kv_chunks):
+                    cute.prefetch(tma_kv, tKgK[(None, 0, j, page)])
