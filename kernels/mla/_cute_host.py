@@ -59,7 +59,8 @@ def _arch() -> str:
     return os.environ.get("CUTE_DSL_ARCH", "")
 
 
-#: v28_cute's ring with the math taken out or cut down (``_cute_ringprobe.PROBES``): probes only, no version names them
+#: the probe kinds of ``_cute_ringprobe.PROBES`` (v28_cute's ring with the math cut down, and the solo-softmax
+#: schedule): no version names them; ``computes_output`` tells which still compute the right answer
 RING_PROBES = tuple(f"sm90_seesaw_pair_ring_{k}" for k in (
     "stream", "streampf", "serial", "stream3", "serial3", "stream1", "sonly", "nosoftmax", "finite", "scaled", "constp",
     "solo"))
@@ -77,8 +78,8 @@ KINDS = ("sm80", "sm80_dedup", "sm90", "sm90_pvfirst", "sm90_lazy", "sm90_bf16p"
          "sm90_seesaw_ownp_evict", "sm90_seesaw_qregs", "sm90_seesaw_mcast", "sm90_seesaw_pair",
          "sm90_seesaw_pair_bf16", "sm90_seesaw_pair_l2", "sm90_seesaw_pair_soft1", "sm90_seesaw_pair_early",
          "sm90_seesaw_pair_vrfirst", "sm90_seesaw_pair_tmao", "sm90_seesaw_pair_ilp", "sm90_seesaw_pair_prov",
-         "sm90_seesaw_pair_provfirst", "sm90_seesaw_pair_pinter", "sm90_seesaw_pair_c3",
-         "sm90_seesaw_pair_c1", "sm90_seesaw_pair_c3early", "sm90_seesaw_pair_persist") + RING_PROBES + tuple(f"{k}_trace" for k in TRACEABLE)
+         "sm90_seesaw_pair_provfirst", "sm90_seesaw_pair_pinter", "sm90_seesaw_pair_c3", "sm90_seesaw_pair_c1",
+         "sm90_seesaw_pair_c3early", "sm90_seesaw_pair_persist") + RING_PROBES + tuple(f"{k}_trace" for k in TRACEABLE)
 
 
 def _check_kind(kind: str) -> None:
@@ -92,6 +93,11 @@ def _traced(cls: type) -> type:
     return type(f"{cls.__name__}Trace", (cls,), {
         "trace": True, "__module__": cls.__module__,
         "__doc__": f"{cls.__name__}'s kernel with the timeline probe (``_cute_trace``; not a version)."})
+
+
+def computes_output(kind: str) -> bool:
+    """False for a probe kind whose output means nothing (a ring probe with the math cut down)."""
+    return getattr(_kernel_class(kind), "computes_output", True)
 
 
 def _kernel_class(kind: str) -> Any:

@@ -71,14 +71,16 @@ class MlaSplitSm90SeesawPersistent(MlaSplitSm90SeesawPairC3Early):
                 passes = passes + (n_pages + 1) // 2
 
     def _check_loopable(self) -> None:
-        """Trace time: the loop supports none of the schedule flags that assume one tile per CTA."""
+        """Trace time: the loop supports none of the schedule flags that assume one tile per CTA (and needs the
+        TMA-store epilogue: its O partition, built once in ``_seesaw_parts``, is the same for every tile)."""
         bad = [name for name, on in (("q_reg_blocks", self.q_reg_blocks > 0), ("early_issue", self.early_issue),
                                      ("early_release", self.early_release), ("cluster", self.cluster > 1),
                                      ("l2_prefetch_pages", self.l2_prefetch_pages > 0), ("stagger", self.stagger),
-                                     ("trace", self.trace), ("fused_combine", self.fused_combine)) if on]
+                                     ("trace", self.trace), ("fused_combine", self.fused_combine),
+                                     ("tma_store_o off", not self.o_via_tma)) if on]
         if bad:
-            raise ValueError(f"{type(self).__name__}: the persistent loop cannot run with {', '.join(bad)} set "
-                             f"(each assumes one tile per CTA); switch them off or persistent = False.")
+            raise ValueError(f"{type(self).__name__}: the persistent loop cannot run with these settings: "
+                             f"{', '.join(bad)} (each assumes one tile per CTA); change them or set persistent = False.")
 
     @cute.jit
     def _persistent_producer(self, first, step, n_tiles, tma_q, tQgQ, tQsQ, tma_kv, tKgK, tKsK, q_pipe, kv_pipe, mBT,

@@ -37,6 +37,8 @@ from kforge_kernels.mla._cute_sm90_parts import BLOCK_M, PAGE, WG
 class MlaRingProbeStream(MlaSplitSm90SeesawPairTmaO):
     """v28_cute's producer and ring; the consumers only wait for each block and give it back."""
 
+    computes_output = False  # the trace runner reads the timeline only
+
     ring_mode = "stream"
 
     @cute.jit
@@ -193,6 +195,8 @@ class MlaRingProbeNoSoftmax(MlaSplitSm90SeesawPairTmaO):
     from the softmax's arithmetic.
     """
 
+    computes_output = False  # the trace runner reads the timeline only
+
     #: what P is made of instead of the softmax: "raw" S, a "constant" 2^-7, or S "scaled" by 2^-10
     p_from_s = "raw"
 
@@ -229,6 +233,8 @@ class MlaRingProbeConstP(MlaSplitSm90SeesawPairTmaO):
     With ``MlaRingProbeNoSoftmaxScaled`` (no softmax, realistic P), ``MlaRingProbeNoSoftmaxFinite`` (neither)
     and v28_cute (both) this makes a 2 x 2: softmax arithmetic on / off x P data realistic / constant.
     """
+
+    computes_output = False  # the trace runner reads the timeline only
 
     @cute.jit
     def _page_softmax(self, acc_S, tScS_mn, p, first_masked_pos, m_block, scale_log2, m_run, row_sum, scale):

@@ -152,9 +152,7 @@ class MlaSplitSm90Seesaw(SeesawOps, MlaSplitSm90):
 
         if c == 0:
             for k in cutlass.range(n_pairs, unroll=1):
-                ph = k % 2
-                if cutlass.const_expr(looping):
-                    ph = (ph0 + k) % 2  # the ring's pass runs on across tiles
+                ph = self._pass_parity(k, ph0)
                 pa = p_begin + 2 * k
                 has_b = pa + 1 < p_end
                 self._ev(mSem, ctid, c, k, 0)
@@ -220,9 +218,7 @@ class MlaSplitSm90Seesaw(SeesawOps, MlaSplitSm90):
                 warpgroup.wait_group(0)
         else:
             for k in cutlass.range(n_pairs, unroll=1):
-                ph = k % 2
-                if cutlass.const_expr(looping):
-                    ph = (ph0 + k) % 2  # the ring's pass runs on across tiles
+                ph = self._pass_parity(k, ph0)
                 pa = p_begin + 2 * k
                 has_b = pa + 1 < p_end
                 self._ev(mSem, ctid, c, k, 0)

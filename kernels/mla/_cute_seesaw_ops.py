@@ -49,6 +49,12 @@ class SeesawOps:
             self.stages * self.kv_chunks, cutlass.Int32(0), cutlass.Int32(stage * self.kv_chunks + j), ph
         )
 
+    @staticmethod
+    def _pass_parity(k, ph0=None):
+        """The ring pass parity of pair k of a tile: k % 2, or with the persistent loop's ``ph0`` (passes
+        of the earlier tiles) (ph0 + k) % 2."""
+        return k % 2 if ph0 is None else (ph0 + k) % 2
+
     def _blocks(self, half: int | None = None) -> tuple[int, ...]:
         """The 64-dim KV blocks of a page: all of them, or those holding O columns of warpgroup ``half``."""
         if half is None:

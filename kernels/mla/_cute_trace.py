@@ -17,9 +17,9 @@ prints medians over CTAs and over pairs 1 .. n-2 (no pipeline fill or drain) of:
 * when the producer got the slots of the pair's next pages, relative to the same start.
 
 Cycles are SM clocks; microseconds use the clock the kernel counted (cycles over the global
-timer), else NVML's reading.  A ring probe kind (``_cute_ringprobe``: v28_cute's ring with the
-math taken out or cut down) is not checked against the reference -- it computes nothing right --
-and also prints the KV bytes per cycle per SM its pairs moved; ``--b`` / ``--splits`` run it on
+timer), else NVML's reading.  A ring probe kind with the math taken out or cut down
+(``_cute_ringprobe``, ``computes_output = False``) is not checked against the reference -- it
+computes nothing right -- and also prints the KV bytes per cycle per SM its pairs moved; ``--b`` / ``--splits`` run it on
 fewer SMs.
 """
 
@@ -165,8 +165,8 @@ def main(argv: list[str] | None = None) -> int:
     params = dict(spec.trials[args.trial])
     if args.b:
         params["b"] = args.b
-    # a ring probe (_cute_ringprobe) computes nothing: its output is not checked, only its timeline read
-    computes = args.kind.removesuffix("_trace") not in host.RING_PROBES
+    # a ring probe with the math cut down computes nothing: its output is not checked, only its timeline read
+    computes = host.computes_output(args.kind)
     config = dict(host.SEESAW_CONFIG, **({"num_splits": args.splits} if args.splits else {}))
     inputs = spec.make_inputs(params, seed=1, device="cuda")
     outs = spec.alloc_outputs(params, device="cuda")
