@@ -293,3 +293,17 @@ def test_barrier_sites_reports_a_named_barrier_duplicated_into_two_paths() -> No
            "$L__BB0_99:\n\tbar.arrive 4, 256;\n$L__BB0_100:\n\tbar.sync \t5, 256;\n")
     assert pr.barrier_sites(ptx) == {"bar.arrive 4": 2}
     assert pr.barrier_sites(ptx.replace("$L__BB0_99:\n\tbar.arrive 4, 256;\n", "$L__BB0_99:\n")) == {}
+
+
+def test_compilecheck_reports_wgmma_that_ptxas_serialised() -> None:
+    """Run 13's first v36_cute: ptxas serialised every wgmma (C7520) and spec ran 46% slower; the compile
+    check fails on that note and names the reason once, and a clean ptxas -v report passes."""
+    _host()
+    cc = importlib.import_module("kforge_kernels.mla._cute_compilecheck")
+    note = ("ptxas info    : (C7520) Potential Performance Loss: wgmma.mma_async instructions are serialized due "
+            "to program dependence on compiler-inserted WG.AR in divergent path in the function 'kernel_x'")
+    clean = ("ptxas info    : (C7519) warpgroup.arrive is injected in around line 792 by compiler to allow use of "
+             "registers in GMMA in function 'kernel_x'\nptxas info    : Used 168 registers, used 16 barriers")
+    assert cc.serialized_wgmma(note + "\n" + note + "\n" + clean) == [
+        "(C7520) program dependence on compiler-inserted WG.AR in divergent path"]
+    assert cc.serialized_wgmma(clean) == []

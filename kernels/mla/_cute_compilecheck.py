@@ -6,11 +6,14 @@ register report, a ``ptxas`` on PATH.  Example (from the repository root):
     CUTE_DSL_ARCH=sm_90a /tmp/venv-cute/bin/python kernels/mla/_cute_compilecheck.py \\
         sm80:1:128 sm80_dedup:16:128:direct sm80_dedup:5:32
 
-Each argument is ``kind:s:h[:direct]``.  Every line also lists a named barrier that sits at more
+Each argument is ``kind:s:h[:direct][:paired]`` (decode runs the ``sm90_seesaw_pair*`` kinds as
+``kind:1:128:direct:paired``, spec as ``kind:16:128:direct``).  Every line also lists a named barrier that sits at more
 than one place in the PTX (``_cute_ptxreplay.barrier_sites``): legitimate for separate sync points
 (v4_cute's ``bar.sync 1 x3``, v10_cute's ``bar.sync 6 x3``), a hang when a per-thread branch splits
-a warp between two copies of one barrier (run 9's probe) -- read the branch above each site.  For ``sm80_dedup`` it also replays the P-exchange
-shared-memory addresses of all 256 threads from the PTX (``_cute_ptxreplay``) and fails if any is off.  The DSL's NVVM emits PTX ISA 9.4; an older local
+a warp between two copies of one barrier (run 9's probe) -- read the branch above each site.  It fails
+on wgmma instructions that ptxas serialises (``serialized_wgmma``: the C75xx "Potential Performance
+Loss" notes), and for ``sm80_dedup`` it also replays the P-exchange shared-memory addresses of all 256
+threads from the PTX (``_cute_ptxreplay``) and fails if any is off.  The DSL's NVVM emits PTX ISA 9.4; an older local
 ptxas (13.0 accepts 9.0) is fed the same text with the version line lowered, which is fine for a
 resource estimate but is not the binary the GPU runs.
 """
@@ -44,7 +47,7 @@ def main(argv: list[str]) -> int:
         kind, s, h, *rest = arg.split(":")
         t0 = time.time()
         try:
-            f_main, f_comb, *_ = host.compiled(kind, int(s), int(h), 2, direct=bool(rest and rest[0] == "direct"))
+            f_main, f_comb, *_ = host.compiled(kind, int(s), int(h), 2, direct="direct" in rest, paired="paired" in rest)
         except Exception as exc:  # noqa: BLE001 - report every shape
             print(f"{arg}: COMPILE FAILED: {type(exc).__name__}: {exc}")
             bad += 1
@@ -60,6 +63,9 @@ def main(argv: list[str]) -> int:
                                  capture_output=True, text=True)
             info = [ln.split("info    :")[-1].strip() for ln in res.stderr.splitlines() if "Used" in ln or "spill" in ln]
             line += f" | {tag}: {'; '.join(info) or res.stderr.strip()[-200:]}"
+            for why in serialized_wgmma(res.stderr):
+                line += f" | WGMMA SERIALIZED ({tag}): {why}"
+                bad += 1
         from kforge_kernels.mla._cute_ptxreplay import barrier_sites
 
         dup = barrier_sites(getattr(f_main, "__ptx__", "") or "")
@@ -73,7 +79,7 @@ def main(argv: list[str]) -> int:
             why = check_p_exchange(f_main.__ptx__, sp_off) if getattr(f_main, "__ptx__", None) else "no PTX kept"
             line += f" | P exchange replay: {why or 'ok (256 threads, 4096 cells once, ldmatrix rows ok)'}"
             bad += why is not None
-            if rest and rest[0] == "direct" and getattr(f_main, "__ptx__", None):
+            if "direct" in rest and getattr(f_main, "__ptx__", None):
                 from kforge_kernels.mla._cute_ptxreplay import check_direct_epilogue
 
                 why = check_direct_epilogue(f_main.__ptx__, int(s), int(h))
@@ -81,6 +87,25 @@ def main(argv: list[str]) -> int:
                 bad += why is not None
         print(line, flush=True)
     return 1 if bad else 0
+
+
+def serialized_wgmma(ptxas_stderr: str) -> list[str]:
+    """The reasons ptxas gives for serialising a kernel's wgmma instructions (``ptxas -v`` info lines
+    C7510-C7520, "wgmma.mma_async instructions are serialized due to ..."), one per distinct reason.
+
+    A serialised kernel waits for every wgmma before issuing the next: run 13's first v36_cute (a persistent
+    loop around a one-warp store branch, C7520) ran spec 46% slower than the same code without the loop.
+    """
+    out: list[str] = []
+    for ln in ptxas_stderr.splitlines():
+        if "serialized due to" not in ln:
+            continue
+        code = ln[ln.find("(C"):ln.find(")") + 1] if "(C" in ln else ""
+        why = ln.split("serialized due to", 1)[1].split(" in the function")[0].strip()
+        item = f"{code} {why}".strip()
+        if item not in out:
+            out.append(item)
+    return out
 
 
 if __name__ == "__main__":

@@ -66,20 +66,21 @@ RING_PROBES = tuple(f"sm90_seesaw_pair_ring_{k}" for k in (
     "solo"))
 #: kinds with a timeline-probe twin ``<kind>_trace``: the same kernel with ``trace = True`` (``_cute_trace``)
 TRACEABLE = ("sm90_seesaw_ownp_evict", "sm90_seesaw_pair_bf16", "sm90_seesaw_pair_soft1", "sm90_seesaw_pair_early",
-             "sm90_seesaw_pair_vrfirst", "sm90_seesaw_pair_tmao", "sm90_seesaw_pair_ilp",
-             "sm90_seesaw_pair_prov", "sm90_seesaw_pair_provfirst", "sm90_seesaw_pair_pinter",
-             "sm90_seesaw_pair_c3", "sm90_seesaw_pair_c1", "sm90_seesaw_pair_c3early") + RING_PROBES
+             "sm90_seesaw_pair_vrfirst", "sm90_seesaw_pair_tmao", "sm90_seesaw_pair_ilp", "sm90_seesaw_pair_prov",
+             "sm90_seesaw_pair_provfirst", "sm90_seesaw_pair_pinter", "sm90_seesaw_pair_c3", "sm90_seesaw_pair_c1",
+             "sm90_seesaw_pair_c3early", "sm90_seesaw_pair_c3own", "sm90_seesaw_pair_c3split") + RING_PROBES
 #: the kernel kinds a version can name.  Classes are imported on first use and only from the modules
 #: they live in (the DSL is needed only to compile; the profiler detects a version's features in the
 #: kernel modules its run loaded), with plain imports: the trust checker rejects dynamic ones.
-KINDS = ("sm80", "sm80_dedup", "sm90", "sm90_pvfirst", "sm90_lazy", "sm90_bf16p", "sm90_seesaw", "sm90_seesaw_chunked",
-         "sm90_seesaw_fused", "sm90_seesaw_early", "sm90_seesaw_wcomb", "sm90_seesaw_pf", "sm90_seesaw_pf_pdl",
-         "sm90_stagger", "sm90_stagger_evict", "sm90_stagger_ordered", "sm90_seesaw_ownp",
+KINDS = ("sm80", "sm80_dedup", "sm90", "sm90_pvfirst", "sm90_lazy", "sm90_bf16p", "sm90_seesaw",
+         "sm90_seesaw_chunked", "sm90_seesaw_fused", "sm90_seesaw_early", "sm90_seesaw_wcomb", "sm90_seesaw_pf",
+         "sm90_seesaw_pf_pdl", "sm90_stagger", "sm90_stagger_evict", "sm90_stagger_ordered", "sm90_seesaw_ownp",
          "sm90_seesaw_ownp_evict", "sm90_seesaw_qregs", "sm90_seesaw_mcast", "sm90_seesaw_pair",
          "sm90_seesaw_pair_bf16", "sm90_seesaw_pair_l2", "sm90_seesaw_pair_soft1", "sm90_seesaw_pair_early",
          "sm90_seesaw_pair_vrfirst", "sm90_seesaw_pair_tmao", "sm90_seesaw_pair_ilp", "sm90_seesaw_pair_prov",
          "sm90_seesaw_pair_provfirst", "sm90_seesaw_pair_pinter", "sm90_seesaw_pair_c3", "sm90_seesaw_pair_c1",
-         "sm90_seesaw_pair_c3early", "sm90_seesaw_pair_persist") + RING_PROBES + tuple(f"{k}_trace" for k in TRACEABLE)
+         "sm90_seesaw_pair_c3early", "sm90_seesaw_pair_persist", "sm90_seesaw_pair_c3own",
+         "sm90_seesaw_pair_c3split") + RING_PROBES + tuple(f"{k}_trace" for k in TRACEABLE)
 
 
 def _check_kind(kind: str) -> None:
@@ -137,7 +138,8 @@ def _kernel_class(kind: str) -> Any:
 
                 return rp.PROBES[kind.removeprefix("sm90_seesaw_pair_ring_")]
 
-            return {"sm90_seesaw_pair": sp.MlaSplitSm90SeesawPair, "sm90_seesaw_pair_bf16": sp.MlaSplitSm90SeesawPairBf16,
+            return {"sm90_seesaw_pair": sp.MlaSplitSm90SeesawPair,
+                    "sm90_seesaw_pair_bf16": sp.MlaSplitSm90SeesawPairBf16,
                     "sm90_seesaw_pair_l2": sp.MlaSplitSm90SeesawPairL2,
                     "sm90_seesaw_pair_soft1": s1.MlaSplitSm90SeesawSoftFirst,
                     "sm90_seesaw_pair_early": sp.MlaSplitSm90SeesawPairEarlyRelease,
@@ -149,7 +151,9 @@ def _kernel_class(kind: str) -> Any:
                     "sm90_seesaw_pair_pinter": sp.MlaSplitSm90SeesawPairPInter,
                     "sm90_seesaw_pair_c3": sp.MlaSplitSm90SeesawPairC3,
                     "sm90_seesaw_pair_c1": sp.MlaSplitSm90SeesawPairC1,
-                    "sm90_seesaw_pair_c3early": sp.MlaSplitSm90SeesawPairC3Early}[kind]
+                    "sm90_seesaw_pair_c3early": sp.MlaSplitSm90SeesawPairC3Early,
+                    "sm90_seesaw_pair_c3own": sp.MlaSplitSm90SeesawPairOwnChunks,
+                    "sm90_seesaw_pair_c3split": sp.MlaSplitSm90SeesawPairOwnChunksSplit}[kind]
         return {
             "sm90_seesaw": ss.MlaSplitSm90Seesaw, "sm90_seesaw_chunked": ss.MlaSplitSm90SeesawChunked,
             "sm90_seesaw_early": ss.MlaSplitSm90SeesawEarly,

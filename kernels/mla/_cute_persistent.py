@@ -77,7 +77,9 @@ class MlaSplitSm90SeesawPersistent(MlaSplitSm90SeesawPairC3Early):
                                      ("early_release", self.early_release), ("cluster", self.cluster > 1),
                                      ("l2_prefetch_pages", self.l2_prefetch_pages > 0), ("stagger", self.stagger),
                                      ("trace", self.trace), ("fused_combine", self.fused_combine),
-                                     ("tma_store_o off", not self.o_via_tma)) if on]
+                                     ("tma_store_o off", not self.o_via_tma),
+                                     ("chunk_order", bool(self.chunk_order)), ("release_unread", self.release_unread))
+               if on]
         if bad:
             raise ValueError(f"{type(self).__name__}: the persistent loop cannot run with these settings: "
                              f"{', '.join(bad)} (each assumes one tile per CTA); change them or set persistent = False.")

@@ -59,6 +59,9 @@ class MlaSplitSm90Seesaw(SeesawOps, MlaSplitSm90):
     #: only WG0's half of ``early_release``: it gives page A back once P_A V_AL is done, before waiting for
     #: P_B (safe with any ``kv_chunks``; WG1's half assumes 64-dim blocks)
     wg0_early_release = False
+    #: WG0 gives back at once the chunks it will not read again: page A's outside its O columns after S_A,
+    #: page B's outside them after P_B arrived (v37_cute; with ``chunk_order`` those load first)
+    release_unread = False
     #: probe only (``_cute_ringprobe``): WG1 issues S_B only after WG0's page-A softmax arithmetic
     solo_softmax_probe = False
     #: WG0 issues P_A V_AL only after WG1 issued P_A V_AR, so WG1's issue never waits behind it (v27_cute)
@@ -168,6 +171,8 @@ class MlaSplitSm90Seesaw(SeesawOps, MlaSplitSm90):
                         self._release(kv_pipe, 1, 1 - ph)
                 warpgroup.wait_group(0)
                 self._ev(mSem, ctid, c, k, 2)  # S_A done
+                if cutlass.const_expr(self.release_unread):
+                    self._release_blocks(kv_pipe, 0, ph, self._unread(0))  # page A's chunks only S_A read
                 self._page_softmax(acc_S, tScS_mn, pa, first_masked_pos, m_block, scale_log2, m_run, row_sum, scale)
                 self._ev(mSem, ctid, c, k, 8)  # softmax arithmetic done
                 if cutlass.const_expr(self.solo_softmax_probe):
@@ -193,13 +198,16 @@ class MlaSplitSm90Seesaw(SeesawOps, MlaSplitSm90):
                     # WG0 has nothing to do until P_B arrives: let page A's V_L blocks go as soon as
                     # P_A V_AL is done, not after the barrier (the next page A loads ~1,000 cycles sooner)
                     warpgroup.wait_group(0)
-                    self._release(kv_pipe, 0, ph)
+                    self._release_blocks(kv_pipe, 0, ph, self._wg0_kept())
                 cute.arch.barrier(barrier_id=BAR_S1, number_of_threads=CONSUMERS)
                 self._ev(mSem, ctid, c, k, 5)  # P_B and m1 arrived
+                if cutlass.const_expr(self.release_unread):
+                    if has_b:  # after S1: WG1 has released the previous pass of these slots
+                        self._release_blocks(kv_pipe, 1, ph, self._unread(0))  # page B's, never read by WG0
                 self._adopt_max(sh, 1, tScS_mn, scale_log2, m_run, row_sum, scale)
                 if cutlass.const_expr(not (self.early_release or self.wg0_early_release)):
                     warpgroup.wait_group(0)  # P_A V_AL
-                    self._release(kv_pipe, 0, ph)
+                    self._release_blocks(kv_pipe, 0, ph, self._wg0_kept())
                 self._ev(mSem, ctid, c, k, 6)  # P_A V_AL done
                 self._rescale(acc_O, scale)
                 if has_b:
@@ -208,7 +216,7 @@ class MlaSplitSm90Seesaw(SeesawOps, MlaSplitSm90):
                         # give page B's stage back at once: the next pair's page B is loaded into
                         # it and S_B waits for that load (the other WG's GEMMs keep the pipe busy)
                         warpgroup.wait_group(0)
-                        self._release(kv_pipe, 1, ph)
+                        self._release_blocks(kv_pipe, 1, ph, self._wg0_kept())
                 if cutlass.const_expr(looping):
                     if pa + 1 >= p_end:
                         self._release(kv_pipe, 1, ph)  # the producer's stand-in page B (_cute_persistent)

@@ -37,6 +37,8 @@ class SeesawOps:
 
     stages: int
     kv_chunks: int
+    chunk_order: tuple[int, ...]
+    release_unread: bool
     h: int
     own_p_rs: bool
     early_release: bool
@@ -58,7 +60,7 @@ class SeesawOps:
     def _blocks(self, half: int | None = None) -> tuple[int, ...]:
         """The 64-dim KV blocks of a page: all of them, or those holding O columns of warpgroup ``half``."""
         if half is None:
-            return tuple(range(self.kv_chunks))
+            return tuple(self.chunk_order) if self.chunk_order else tuple(range(self.kv_chunks))
         width = D_QK // self.kv_chunks
         return tuple(range(half * (D_V // 2) // width, -(-(half + 1) * (D_V // 2) // width)))
 
@@ -137,6 +139,14 @@ class SeesawOps:
         (pair, row+8, 8-token block b) is the A fragment's (pair, row+8, b % 2) of k-block b // 2.
         """
         return cute.make_tensor(rP.iterator, frag_layout)
+
+    def _unread(self, half: int) -> tuple[int, ...]:
+        """The blocks of a page that hold none of warpgroup ``half``'s O columns."""
+        return tuple(j for j in self._blocks() if j not in self._blocks(half))
+
+    def _wg0_kept(self) -> tuple[int, ...]:
+        """The blocks WG0 gives back after its P V: all, or (``release_unread``) its O columns' blocks."""
+        return self._blocks(0) if self.release_unread else self._blocks()
 
     def _wg1_rest(self) -> tuple[int, ...]:
         """The blocks WG1 gives back after its P V: all, or (early_release) those it did not give back after S."""

@@ -189,6 +189,27 @@ class MlaSplitSm90SeesawPairC3Early(MlaSplitSm90SeesawPairC3):
     wg0_early_release = True
 
 
+class MlaSplitSm90SeesawPairOwnChunks(MlaSplitSm90SeesawPairC3Early):
+    """v37_cute: v35_cute with WG0 giving back the chunks it does not read (page A's last after S_A, page B's
+    last once P_B arrived) and every page loaded, and read by S, last chunk first (``chunk_order``)."""
+
+    release_unread = True
+    chunk_order = (2, 0, 1)
+
+
+class MlaSplitSm90SeesawPairOwnChunksSplit(MlaSplitSm90SeesawPairOwnChunks):
+    """v38_cute: v37_cute's chunk order and releases only in the paired-split (decode) kernels, whose pages come from
+    DRAM; the one-split (spec) kernel is v35_cute's, where loading page B's chunk early slowed page A (run 13)."""
+
+    @property
+    def release_unread(self) -> bool:  # type: ignore[override]
+        return bool(self.pair)
+
+    @property
+    def chunk_order(self) -> tuple[int, ...]:  # type: ignore[override]
+        return (2, 0, 1) if self.pair else ()
+
+
 class MlaSplitSm90SeesawPairC1(MlaSplitSm90SeesawPairTmaO):
     """v28_cute with one barrier per page (``kv_chunks = 1``): S waits for the whole page."""
 

@@ -71,6 +71,8 @@ class MlaSplitSm90(HalfPageConsumer, SplitEpilogue, TraceProbe, KvLoads):
     #: TMA copies (each with its own full/empty barrier) per KV page: 1 = the whole 64 x 576
     #: page, 9 = 64 x 64 blocks, so a GEMM can start on a page's first block (v9_cute)
     kv_chunks = 1
+    #: the order a page's chunks are loaded (and S reads them) in; () = 0, 1, ... (v37_cute: the one freed first)
+    chunk_order: tuple[int, ...] = ()
     #: skip O's rescale for a row whose max did not move (v6_cute; exact)
     lazy_rescale = False
     #: split partials stored as bf16 instead of fp32 (v6_cute; the host allocates them)
@@ -342,7 +344,9 @@ class MlaSplitSm90(HalfPageConsumer, SplitEpilogue, TraceProbe, KvLoads):
                         page = mBT[bi, p]
                         if cutlass.const_expr(self.l2_prefetch_pages > 0):
                             self._prefetch_page(tma_kv, tKgK, mBT, bi, m_block, p + self.l2_prefetch_pages, p_end)
-                        for j in cutlass.range_constexpr(self.kv_chunks):
+                        if cutlass.const_expr(self.chunk_order):
+                            self._kv_page_in_order(tma_kv, tKgK, tKsK, kv_pipe, page, p - p_begin, mSem)
+                        for j in cutlass.range_constexpr(0 if self.chunk_order else self.kv_chunks):
                             kv_pipe.producer_acquire(kv_state)
                             if cutlass.const_expr(self.trace and j in (0, self.kv_chunks - 1)):
                                 # when the page's first / last slot came free

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import cutlass
 import cutlass.cute as cute
+import cutlass.pipeline as pipeline
+
+from kforge_kernels.mla._cute_trace_layout import TRACE_EVENTS, TRACE_HDR, TRACE_PAGES, TRACE_PAIRS
 
 D_QK = 576
 D_V = 512
@@ -100,6 +103,9 @@ class KvLoads:
     evict_first: bool
     cluster: int
     kv_chunks: int
+    stages: int
+    chunk_order: tuple[int, ...]
+    trace: bool
 
     def _kv_copy(self, tma_kv, src, dst, bar) -> None:
         """One KV block's TMA load (with the evict-first hint and the cluster multicast where configured)."""
@@ -109,6 +115,23 @@ class KvLoads:
         if self.cluster > 1:
             extra["mcast_mask"] = cutlass.Int16((1 << self.cluster) - 1)
         cute.copy(tma_kv, src, dst, tma_bar_ptr=bar, **extra)
+
+    @cute.jit
+    def _kv_page_in_order(self, tma_kv, tKgK, tKsK, kv_pipe, page, q, mSem):
+        """Page q of the split into ring stage q % stages, its chunks in ``chunk_order`` (v37_cute: the chunk
+        the consumers free first goes out first).  Explicit pipeline states: a producer's pass n of the ring
+        waits on phase (n + 1) % 2 (its first pass finds every slot empty)."""
+        stage = q % self.stages
+        phase = (q // self.stages + 1) % 2
+        for i in cutlass.range_constexpr(len(self.chunk_order)):
+            slot = stage * self.kv_chunks + self.chunk_order[i]
+            state = pipeline.PipelineState(self.stages * self.kv_chunks, cutlass.Int32(0), slot, phase)
+            kv_pipe.producer_acquire(state)
+            if cutlass.const_expr(self.trace and i in (0, len(self.chunk_order) - 1)):
+                if q < TRACE_PAGES:  # when the page's first / last slot (in load order) came free
+                    self._stamp(mSem, TRACE_HDR + 2 * TRACE_PAIRS * TRACE_EVENTS + 2 * q + (i > 0))
+            self._kv_copy(tma_kv, tKgK[(None, 0, self.chunk_order[i], page)], tKsK[(None, slot)],
+                          kv_pipe.producer_get_barrier(state))
 
     @cute.jit
     def _prefetch_page(self, tma_kv, tKgK, mBT, bi, m_block, p, p_end):

@@ -1,0 +1,29 @@
+"""v38_cute: v37_cute's chunk order and releases where they measured faster (decode), v35_cute's kernel where
+they did not (spec).
+
+Run 13 measured v37_cute (WG0 releases the KV chunks it does not read at once; pages load last chunk
+first) against v35_cute in one call: decode 72.0 / 72.05 vs 72.7 / 72.8 us (compare / harness, -1.0%),
+spec 870.5 / 868.7 vs 866.1 / 863.8 (+0.5%). Its spec probe shows why spec lost: page B's last chunk
+now loads ~300 cycles sooner, while page A -- the page the pair waits for -- is still in flight, and
+page A landed ~375 cycles later (S_A issued at 1454 vs 1079 cycles into the pair). Spec's pages are L2
+hits and the ring's per-SM transfer is shared; decode's come from DRAM, where the earlier issue wins.
+So the order and the releases apply only to the paired-split kernels (decode, ``pair``); the one-split
+kernel (spec) is v35_cute's (same PTX).
+
+Prediction (before the H200 run): decode as v37_cute (~72.0 us, -1% vs v35_cute), spec as v35_cute.
+
+Measured (run 13, devlog): correct; decode 72.9 / 73.50 us vs v35_cute 73.5 / 73.17 (compare / harness: -0.8%
+and +0.5%), spec 865.3 / 865.1 vs 866.0 / 863.8.  v37_cute's decode gain did not repeat: within the noise.
+Not kept.
+"""
+
+from __future__ import annotations
+
+from kforge_kernels.mla._cute_host import EVICT_FEATURES, SEESAW_CONFIG, version_functions
+
+LANGUAGE = "cute-dsl"
+PARENT = "v37_cute"
+DESCRIPTION = "v37_cute's chunk order and early chunk releases in the decode (paired-split) kernels only"
+FEATURES = EVICT_FEATURES + ("split-pair-dsmem-merge", "tma-store-epilogue", "kv-page-chunk-barriers")
+CONFIG = dict(SEESAW_CONFIG)
+supports, prepare, run = version_functions("v38_cute", "sm90_seesaw_pair_c3split", CONFIG)
