@@ -299,7 +299,7 @@ def test_compilecheck_reports_wgmma_that_ptxas_serialised() -> None:
     """Run 13's first v36_cute: ptxas serialised every wgmma (C7520) and spec ran 46% slower; the compile
     check fails on that note and names the reason once, and a clean ptxas -v report passes."""
     _host()
-    cc = importlib.import_module("kforge_kernels.mla._cute_compilecheck")
+    cc = importlib.import_module("kforge_kernels.mla._cute_ptxas")
     note = ("ptxas info    : (C7520) Potential Performance Loss: wgmma.mma_async instructions are serialized due "
             "to program dependence on compiler-inserted WG.AR in divergent path in the function 'kernel_x'")
     clean = ("ptxas info    : (C7519) warpgroup.arrive is injected in around line 792 by compiler to allow use of "
@@ -307,3 +307,28 @@ def test_compilecheck_reports_wgmma_that_ptxas_serialised() -> None:
     assert cc.serialized_wgmma(note + "\n" + note + "\n" + clean) == [
         "(C7520) program dependence on compiler-inserted WG.AR in divergent path"]
     assert cc.serialized_wgmma(clean) == []
+
+
+def test_ptxas_cache_notes_label_each_kept_kernel(monkeypatch) -> None:
+    """The self-check's ptxas pass: one note per compiled function with kept PTX, labelled by kind and shape."""
+    _host()
+    px = importlib.import_module("kforge_kernels.mla._cute_ptxas")
+
+    class Fn:
+        def __init__(self, ptx: str | None) -> None:
+            self.__ptx__ = ptx
+
+    seen = []
+    monkeypatch.setattr(px, "ptxas_report", lambda ptx: seen.append(ptx) or ("Used 168 registers", ["(C7520) x"]
+                                                                              if "bad" in ptx else []))
+    cache = {("k", 16, 128, 2, True, "sm_90a"): (Fn("good"), None, 2048, 32),
+             ("k", 1, 128, 2, True, "sm_90a", "paired"): (Fn("bad"), None, 128, 2),
+             ("k", 1, 32, 2, False, "sm_90a"): (Fn(None), Fn("good"), 64, 1)}
+    notes = px.cache_notes(cache)
+    assert [n["kernel"] for n in notes] == ["k s=16 h=128 direct split", "k s=1 h=128 direct paired split",
+                                             "k s=1 h=32 combine"]
+    assert [n["serialized"] for n in notes] == [[], ["(C7520) x"], []]
+    assert seen == ["good", "bad", "good"]
+    monkeypatch.undo()
+    monkeypatch.setattr(px.shutil, "which", lambda name: None)
+    assert px.ptxas_report("x") is None  # no ptxas: no note, no error

@@ -11,7 +11,7 @@ Each argument is ``kind:s:h[:direct][:paired]`` (decode runs the ``sm90_seesaw_p
 than one place in the PTX (``_cute_ptxreplay.barrier_sites``): legitimate for separate sync points
 (v4_cute's ``bar.sync 1 x3``, v10_cute's ``bar.sync 6 x3``), a hang when a per-thread branch splits
 a warp between two copies of one barrier (run 9's probe) -- read the branch above each site.  It fails
-on wgmma instructions that ptxas serialises (``serialized_wgmma``: the C75xx "Potential Performance
+on wgmma instructions that ptxas serialises (``_cute_ptxas.serialized_wgmma``: the C75xx "Potential Performance
 Loss" notes), and for ``sm80_dedup`` it also replays the P-exchange shared-memory addresses of all 256
 threads from the PTX (``_cute_ptxreplay``) and fails if any is off.  The DSL's NVVM emits PTX ISA 9.4; an older local
 ptxas (13.0 accepts 9.0) is fed the same text with the version line lowered, which is fine for a
@@ -21,8 +21,6 @@ resource estimate but is not the binary the GPU runs.
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -39,12 +37,18 @@ def main(argv: list[str]) -> int:
     pkg.__path__ = [str(ROOT / "kernels")]  # type: ignore[attr-defined]
     sys.modules.setdefault("kforge_kernels", pkg)
     from kforge_kernels.mla import _cute_host as host
+    from kforge_kernels.mla._cute_ptxas import ptxas_report
 
     bad = 0
     tmp = Path(tempfile.mkdtemp(prefix="cute_ptx_"))
     os.chdir(tmp)  # --keep-ptx also drops cutlass___call___*.ptx into the cwd: keep them out of the repo
     for arg in argv or ["sm80:1:128", "sm80_dedup:16:128:direct"]:
         kind, s, h, *rest = arg.split(":")
+        unknown = [r for r in rest if r not in ("direct", "paired")]
+        if unknown:
+            print(f"{arg}: BAD ARGUMENT: unknown flag(s) {', '.join(unknown)}; write kind:s:h[:direct][:paired]")
+            bad += 1
+            continue
         t0 = time.time()
         try:
             f_main, f_comb, *_ = host.compiled(kind, int(s), int(h), 2, direct="direct" in rest, paired="paired" in rest)
@@ -55,15 +59,16 @@ def main(argv: list[str]) -> int:
         line = f"{arg}: compiled in {time.time() - t0:.1f} s"
         for tag, fn in (("split", f_main), ("combine", f_comb)):
             ptx = getattr(fn, "__ptx__", None) if fn is not None else None
-            if not ptx or not shutil.which("ptxas"):
+            if not ptx:
                 continue
-            path = tmp / f"{arg.replace(':', '_')}_{tag}.ptx"
-            path.write_text(ptx.replace(".version 9.4", ".version 9.0"))
-            res = subprocess.run(["ptxas", "-v", "-arch=sm_90a", str(path), "-o", os.devnull],
-                                 capture_output=True, text=True)
-            info = [ln.split("info    :")[-1].strip() for ln in res.stderr.splitlines() if "Used" in ln or "spill" in ln]
-            line += f" | {tag}: {'; '.join(info) or res.stderr.strip()[-200:]}"
-            for why in serialized_wgmma(res.stderr):
+            rep = ptxas_report(ptx)
+            if rep is None:
+                line += f" | {tag}: NOT CHECKED: no ptxas on PATH (put CUDA's bin directory on PATH)"
+                bad += 1
+                continue
+            info, serialized = rep
+            line += f" | {tag}: {info}"
+            for why in serialized:
                 line += f" | WGMMA SERIALIZED ({tag}): {why}"
                 bad += 1
         from kforge_kernels.mla._cute_ptxreplay import barrier_sites
@@ -87,25 +92,6 @@ def main(argv: list[str]) -> int:
                 bad += why is not None
         print(line, flush=True)
     return 1 if bad else 0
-
-
-def serialized_wgmma(ptxas_stderr: str) -> list[str]:
-    """The reasons ptxas gives for serialising a kernel's wgmma instructions (``ptxas -v`` info lines
-    C7510-C7520, "wgmma.mma_async instructions are serialized due to ..."), one per distinct reason.
-
-    A serialised kernel waits for every wgmma before issuing the next: run 13's first v36_cute (a persistent
-    loop around a one-warp store branch, C7520) ran spec 46% slower than the same code without the loop.
-    """
-    out: list[str] = []
-    for ln in ptxas_stderr.splitlines():
-        if "serialized due to" not in ln:
-            continue
-        code = ln[ln.find("(C"):ln.find(")") + 1] if "(C" in ln else ""
-        why = ln.split("serialized due to", 1)[1].split(" in the function")[0].strip()
-        item = f"{code} {why}".strip()
-        if item not in out:
-            out.append(item)
-    return out
 
 
 if __name__ == "__main__":

@@ -59,8 +59,8 @@ class MlaSplitSm90Seesaw(SeesawOps, MlaSplitSm90):
     #: only WG0's half of ``early_release``: it gives page A back once P_A V_AL is done, before waiting for
     #: P_B (safe with any ``kv_chunks``; WG1's half assumes 64-dim blocks)
     wg0_early_release = False
-    #: WG0 gives back at once the chunks it will not read again: page A's outside its O columns after S_A,
-    #: page B's outside them after P_B arrived (v37_cute; with ``chunk_order`` those load first)
+    #: WG0 gives page A's chunks outside its O columns back right after S_A (v37_cute; with ``chunk_order``
+    #: those load first).  Not page B's: its last chunk holds P_B, which WG0's P_B V_BL reads from there
     release_unread = False
     #: probe only (``_cute_ringprobe``): WG1 issues S_B only after WG0's page-A softmax arithmetic
     solo_softmax_probe = False
@@ -131,6 +131,9 @@ class MlaSplitSm90Seesaw(SeesawOps, MlaSplitSm90):
         (c, ctid, qk_mma, pv_mma, thr_qk, thr_pv, tSrQ, q_regs, tSrK, tOrV, tOrP, tPsP, tScS_mn, sh,
          frag_layout, pv_rs, tOgO, acc_O) = parts
         looping = ph0 is not None  # a tile of the persistent loop (trace time)
+        if cutlass.const_expr(self.release_unread and (self.early_issue or self.early_release)):
+            raise ValueError(f"{type(self).__name__}: release_unread cannot run with early_issue / early_release "
+                             "(each would give page chunks back a second time in one pass); turn one off.")
         if cutlass.const_expr(looping):
             acc_O.fill(0.0)
         s_shape = thr_qk.partition_shape_C((BLOCK_M, PAGE))
@@ -172,7 +175,9 @@ class MlaSplitSm90Seesaw(SeesawOps, MlaSplitSm90):
                 warpgroup.wait_group(0)
                 self._ev(mSem, ctid, c, k, 2)  # S_A done
                 if cutlass.const_expr(self.release_unread):
-                    self._release_blocks(kv_pipe, 0, ph, self._unread(0))  # page A's chunks only S_A read
+                    # page A's chunks outside WG0's O columns: only S_A read them.  (P_A is stored into page A's
+                    # last chunk later; WG1 reads it there and releases after, so the slot cannot refill before)
+                    self._release_blocks(kv_pipe, 0, ph, self._unread(0))
                 self._page_softmax(acc_S, tScS_mn, pa, first_masked_pos, m_block, scale_log2, m_run, row_sum, scale)
                 self._ev(mSem, ctid, c, k, 8)  # softmax arithmetic done
                 if cutlass.const_expr(self.solo_softmax_probe):
@@ -201,9 +206,6 @@ class MlaSplitSm90Seesaw(SeesawOps, MlaSplitSm90):
                     self._release_blocks(kv_pipe, 0, ph, self._wg0_kept())
                 cute.arch.barrier(barrier_id=BAR_S1, number_of_threads=CONSUMERS)
                 self._ev(mSem, ctid, c, k, 5)  # P_B and m1 arrived
-                if cutlass.const_expr(self.release_unread):
-                    if has_b:  # after S1: WG1 has released the previous pass of these slots
-                        self._release_blocks(kv_pipe, 1, ph, self._unread(0))  # page B's, never read by WG0
                 self._adopt_max(sh, 1, tScS_mn, scale_log2, m_run, row_sum, scale)
                 if cutlass.const_expr(not (self.early_release or self.wg0_early_release)):
                     warpgroup.wait_group(0)  # P_A V_AL
@@ -216,7 +218,7 @@ class MlaSplitSm90Seesaw(SeesawOps, MlaSplitSm90):
                         # give page B's stage back at once: the next pair's page B is loaded into
                         # it and S_B waits for that load (the other WG's GEMMs keep the pipe busy)
                         warpgroup.wait_group(0)
-                        self._release_blocks(kv_pipe, 1, ph, self._wg0_kept())
+                        self._release(kv_pipe, 1, ph)
                 if cutlass.const_expr(looping):
                     if pa + 1 >= p_end:
                         self._release(kv_pipe, 1, ph)  # the producer's stand-in page B (_cute_persistent)

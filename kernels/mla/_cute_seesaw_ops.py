@@ -145,7 +145,7 @@ class SeesawOps:
         return tuple(j for j in self._blocks() if j not in self._blocks(half))
 
     def _wg0_kept(self) -> tuple[int, ...]:
-        """The blocks WG0 gives back after its P V: all, or (``release_unread``) its O columns' blocks."""
+        """The blocks of page A WG0 gives back after its P_A V_AL: all, or (``release_unread``) its O columns'."""
         return self._blocks(0) if self.release_unread else self._blocks()
 
     def _wg1_rest(self) -> tuple[int, ...]:

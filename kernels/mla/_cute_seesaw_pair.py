@@ -190,16 +190,16 @@ class MlaSplitSm90SeesawPairC3Early(MlaSplitSm90SeesawPairC3):
 
 
 class MlaSplitSm90SeesawPairOwnChunks(MlaSplitSm90SeesawPairC3Early):
-    """v37_cute: v35_cute with WG0 giving back the chunks it does not read (page A's last after S_A, page B's
-    last once P_B arrived) and every page loaded, and read by S, last chunk first (``chunk_order``)."""
+    """v37_cute: v35_cute with WG0 giving page A's last chunk back right after S_A (``release_unread``) and every
+    page loaded, and read by S, last chunk first (``chunk_order``)."""
 
     release_unread = True
     chunk_order = (2, 0, 1)
 
 
 class MlaSplitSm90SeesawPairOwnChunksSplit(MlaSplitSm90SeesawPairOwnChunks):
-    """v38_cute: v37_cute's chunk order and releases only in the paired-split (decode) kernels, whose pages come from
-    DRAM; the one-split (spec) kernel is v35_cute's, where loading page B's chunk early slowed page A (run 13)."""
+    """v38_cute: v37_cute's chunk order and early release only in the paired-split (decode) kernels, whose pages
+    come from DRAM; the one-split (spec) kernel is v35_cute's, where v37_cute's order slowed page A (run 13)."""
 
     @property
     def release_unread(self) -> bool:  # type: ignore[override]

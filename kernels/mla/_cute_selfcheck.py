@@ -13,7 +13,9 @@ Compiling is the slow part (10-25 s of mostly single-threaded Python per kernel 
 version runs in its own worker process: workers compile in parallel (``prepare``, no GPU) and
 take a file lock around every GPU step, so checks and timings never overlap.  Prints a table
 and writes ``$OUT/cute_selfcheck.json`` when ``OUT`` is set; a version that raises prints its
-full traceback and the others go on.  Exit status 1 when anything failed.
+full traceback and the others go on.  Exit status 1 when anything failed.  With a ``ptxas`` on PATH each
+kernel's PTX is also run through ``ptxas -v`` (``_cute_ptxas``): a kernel whose wgmma ptxas serialised gets
+a WARNING line (correct, but every wgmma waits for the previous one).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import contextlib
 import fcntl
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -94,7 +97,11 @@ def worker(name: str, lock: str, t0: float, result: str) -> dict:
     from pytest_kforge.registry import load_version
     from pytest_kforge.spec import Roofline
 
-    rec: dict = {"version": name, "cases": [], "error": None}
+    rec: dict = {"version": name, "cases": [], "error": None, "ptxas": []}
+    # keep each kernel's PTX for ptxas's notes (read before the host module loads; cute.compile also writes
+    # the PTX as *.sm_90a.ptx into the cwd, which .gitignore covers)
+    if shutil.which("ptxas"):
+        os.environ["KFORGE_CUTE_OPTIONS"] = (os.environ.get("KFORGE_CUTE_OPTIONS", "") + " --keep-ptx").strip()
     try:
         v = load_version("mla", name, kernels_dir=ROOT / "kernels")
     except Exception:  # noqa: BLE001
@@ -137,7 +144,19 @@ def worker(name: str, lock: str, t0: float, result: str) -> dict:
             case["error"] = traceback.format_exc()
         case["wall_s"] = round(time.time() - tc, 1)
         Path(result).write_text(json.dumps(rec, default=str))
+    rec["ptxas"] = _ptxas_notes()
     return rec
+
+
+def _ptxas_notes() -> list[dict]:
+    """ptxas's notes on every kernel this worker compiled (``_cute_ptxas``); never fails the check."""
+    try:
+        from kforge_kernels.mla import _cute_host as host
+        from kforge_kernels.mla._cute_ptxas import cache_notes
+
+        return cache_notes(host._CACHE)
+    except Exception as exc:  # noqa: BLE001 - a note, not a verdict
+        return [{"kernel": "?", "ptxas": f"not checked: {type(exc).__name__}: {exc}", "serialized": []}]
 
 
 def _line(name: str, c: dict) -> str:
@@ -210,6 +229,10 @@ def main() -> int:
         for c in rec["cases"]:
             bad |= c.get("ok") is False
             print(_line(n, c))
+        for note in rec.get("ptxas", []):  # a warning: a serialised kernel is still correct
+            for why in note["serialized"]:
+                print(f"{n:8} WARNING ptxas serialised the wgmma of {note['kernel']}: {why} "
+                      f"(knowledge: wgmma-serialized-by-divergent-branch)")
     print(f"total wall {time.time() - t0:.0f} s")
     if os.environ.get("OUT"):
         Path(os.environ["OUT"], "cute_selfcheck.json").write_text(json.dumps(report, indent=1, default=str))

@@ -121,6 +121,9 @@ class KvLoads:
         """Page q of the split into ring stage q % stages, its chunks in ``chunk_order`` (v37_cute: the chunk
         the consumers free first goes out first).  Explicit pipeline states: a producer's pass n of the ring
         waits on phase (n + 1) % 2 (its first pass finds every slot empty)."""
+        if cutlass.const_expr(sorted(self.chunk_order) != list(range(self.kv_chunks))):  # a chunk never loaded: hang
+            raise ValueError(f"{type(self).__name__}.chunk_order = {self.chunk_order!r} must list each of the "
+                             f"{self.kv_chunks} chunks 0..{self.kv_chunks - 1} once; fix it or set ()")
         stage = q % self.stages
         phase = (q // self.stages + 1) % 2
         for i in cutlass.range_constexpr(len(self.chunk_order)):

@@ -1,20 +1,20 @@
-"""v38_cute: v37_cute's chunk order and releases where they measured faster (decode), v35_cute's kernel where
-they did not (spec).
+"""v38_cute: v37_cute's chunk order and early release in the decode (paired-split) kernels only, v35_cute's
+kernel for spec.
 
-Run 13 measured v37_cute (WG0 releases the KV chunks it does not read at once; pages load last chunk
-first) against v35_cute in one call: decode 72.0 / 72.05 vs 72.7 / 72.8 us (compare / harness, -1.0%),
-spec 870.5 / 868.7 vs 866.1 / 863.8 (+0.5%). Its spec probe shows why spec lost: page B's last chunk
-now loads ~300 cycles sooner, while page A -- the page the pair waits for -- is still in flight, and
-page A landed ~375 cycles later (S_A issued at 1454 vs 1079 cycles into the pair). Spec's pages are L2
-hits and the ring's per-SM transfer is shared; decode's come from DRAM, where the earlier issue wins.
-So the order and the releases apply only to the paired-split kernels (decode, ``pair``); the one-split
-kernel (spec) is v35_cute's (same PTX).
+Run 13 measured v37_cute against v35_cute in one call: decode 72.0 / 72.05 vs 72.7 / 72.8 us (compare /
+harness, -1.0%), spec 870.5 / 868.7 vs 866.1 / 863.8 (+0.5%). Its spec probe: page B's first load went
+out ~290 cycles sooner while page A -- the page the pair waits for -- was still in flight, and page A
+landed ~375 cycles later (S_A issued at 1454 vs 1079 cycles into the pair). Spec's pages are L2 hits and
+the ring's per-SM transfer is shared; decode's come from DRAM. So the order and the release apply only to
+the paired-split kernels (``pair``); the one-split kernel (spec) compiles to v35_cute's PTX.
 
 Prediction (before the H200 run): decode as v37_cute (~72.0 us, -1% vs v35_cute), spec as v35_cute.
 
-Measured (run 13, devlog): correct; decode 72.9 / 73.50 us vs v35_cute 73.5 / 73.17 (compare / harness: -0.8%
-and +0.5%), spec 865.3 / 865.1 vs 866.0 / 863.8.  v37_cute's decode gain did not repeat: within the noise.
-Not kept.
+Measured (run 13, devlog): self-check correct; decode 72.9 / 73.50 us vs v35_cute 73.5 / 73.17 (compare /
+harness: -0.8% and +0.5%), spec 865.3 / 865.1 vs 866.0 / 863.8. v37_cute's decode gain did not repeat:
+within the noise. Not kept. **That decode kernel had v37_cute's race** (page B's chunk 2, which holds P_B,
+released before WG0's P_B V_BL read it; found in review after the run, removed since; see v37_cute): the
+kernel as it is now has not run on the GPU.
 """
 
 from __future__ import annotations
