@@ -10,7 +10,8 @@ from __future__ import annotations
 import cutlass
 import cutlass.cute as cute
 
-from kforge_kernels.mla._cute_trace_layout import TRACE_EVENTS, TRACE_HDR, TRACE_PAIRS, TRACE_PER_CTA
+from kforge_kernels.mla._cute_trace_layout import (TRACE_EVENTS, TRACE_HDR, TRACE_PAGES, TRACE_PAIRS, TRACE_PER_CTA,
+                                                   TRACE_PROD)
 
 
 class TraceProbe:
@@ -36,6 +37,14 @@ class TraceProbe:
                 self._record(mSem)[slot] = cute.arch.globaltimer_lo()
             else:
                 self._record(mSem)[slot] = cute.arch.clock()
+
+    @cute.jit
+    def _slot_free(self, mSem, q, last: cutlass.Constexpr):
+        """Timeline probe (producer): when page q of the split had its first (``last`` False) or last slot free,
+        for the first TRACE_PAGES pages."""
+        if cutlass.const_expr(self.trace):
+            if q < TRACE_PAGES:
+                self._stamp(mSem, TRACE_PROD + 2 * q + last)
 
     @cute.jit
     def _hdr(self, mSem, ctid, slot, ns: cutlass.Constexpr = False):

@@ -44,7 +44,6 @@ from kforge_kernels.mla._cute_sm90_epilogue import SplitEpilogue
 from kforge_kernels.mla._cute_sm90_halfpage import HalfPageConsumer
 from kforge_kernels.mla._cute_sm90_parts import BLOCK_M, CONSUMERS, D_QK, D_V, HALF, PAGE, KvLoads
 from kforge_kernels.mla._cute_probe import TraceProbe
-from kforge_kernels.mla._cute_trace_layout import TRACE_EVENTS, TRACE_HDR, TRACE_PAGES, TRACE_PAIRS
 
 
 class MlaSplitSm90(HalfPageConsumer, SplitEpilogue, TraceProbe, KvLoads):
@@ -349,10 +348,7 @@ class MlaSplitSm90(HalfPageConsumer, SplitEpilogue, TraceProbe, KvLoads):
                         for j in cutlass.range_constexpr(0 if self.chunk_order else self.kv_chunks):
                             kv_pipe.producer_acquire(kv_state)
                             if cutlass.const_expr(self.trace and j in (0, self.kv_chunks - 1)):
-                                # when the page's first / last slot came free
-                                if p - p_begin < TRACE_PAGES:
-                                    self._stamp(mSem, TRACE_HDR + 2 * TRACE_PAIRS * TRACE_EVENTS
-                                                + 2 * (p - p_begin) + (j > 0))
+                                self._slot_free(mSem, p - p_begin, j > 0)  # the page's first / last slot came free
                             self._kv_copy(tma_kv, tKgK[(None, 0, j, page)], tKsK[(None, kv_state.index)],
                                           kv_pipe.producer_get_barrier(kv_state))
                             kv_state.advance()

@@ -10,8 +10,6 @@ import cutlass
 import cutlass.cute as cute
 import cutlass.pipeline as pipeline
 
-from kforge_kernels.mla._cute_trace_layout import TRACE_EVENTS, TRACE_HDR, TRACE_PAGES, TRACE_PAIRS
-
 D_QK = 576
 D_V = 512
 PAGE = 64
@@ -105,7 +103,6 @@ class KvLoads:
     kv_chunks: int
     stages: int
     chunk_order: tuple[int, ...]
-    trace: bool
 
     def _kv_copy(self, tma_kv, src, dst, bar) -> None:
         """One KV block's TMA load (with the evict-first hint and the cluster multicast where configured)."""
@@ -131,8 +128,7 @@ class KvLoads:
             state = pipeline.PipelineState(self.stages * self.kv_chunks, cutlass.Int32(0), slot, phase)
             kv_pipe.producer_acquire(state)
             if cutlass.const_expr(self.trace and i in (0, len(self.chunk_order) - 1)):
-                if q < TRACE_PAGES:  # when the page's first / last slot (in load order) came free
-                    self._stamp(mSem, TRACE_HDR + 2 * TRACE_PAIRS * TRACE_EVENTS + 2 * q + (i > 0))
+                self._slot_free(mSem, q, i > 0)  # the page's first / last slot (in load order) came free
             self._kv_copy(tma_kv, tKgK[(None, 0, self.chunk_order[i], page)], tKsK[(None, slot)],
                           kv_pipe.producer_get_barrier(state))
 

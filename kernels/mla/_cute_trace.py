@@ -69,12 +69,12 @@ def analyse(recs, n_pages: int) -> dict:
     """Medians of the probe's records (``[ctas, TRACE_PER_CTA]`` int32) for CTAs of ``n_pages`` pages."""
     import numpy as np
 
-    from kforge_kernels.mla._cute_trace_layout import TRACE_EVENTS, TRACE_HDR, TRACE_PAGES, TRACE_PAIRS
+    from kforge_kernels.mla._cute_trace_layout import TRACE_EVENTS, TRACE_HDR, TRACE_PAGES, TRACE_PAIRS, TRACE_PROD
 
     recs = np.asarray(recs, dtype=np.int64)
     n_pairs = min((n_pages + 1) // 2, TRACE_PAIRS)
-    ev = recs[:, TRACE_HDR:TRACE_HDR + 2 * TRACE_PAIRS * TRACE_EVENTS].reshape(-1, 2, TRACE_PAIRS, TRACE_EVENTS)
-    prod = recs[:, TRACE_HDR + 2 * TRACE_PAIRS * TRACE_EVENTS:].reshape(-1, TRACE_PAGES, 2)
+    ev = recs[:, TRACE_HDR:TRACE_PROD].reshape(-1, 2, TRACE_PAIRS, TRACE_EVENTS)
+    prod = recs[:, TRACE_PROD:].reshape(-1, TRACE_PAGES, 2)
     start = ev[:, 0, :, 0]  # [cta, pair]: WG0's pair start
     mid = list(range(1, n_pairs - 1))  # no pipeline fill (pair 0) or drain (the last)
     med = lambda a: float(np.nanmedian(a))  # noqa: E731

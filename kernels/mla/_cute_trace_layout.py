@@ -9,4 +9,5 @@ epilogue end; then WG0's global-timer ns low words at its start and end), TRACE_
 """
 
 TRACE_HDR, TRACE_PAIRS, TRACE_EVENTS, TRACE_PAGES = 10, 32, 10, 64
-TRACE_PER_CTA = TRACE_HDR + 2 * TRACE_PAIRS * TRACE_EVENTS + 2 * TRACE_PAGES
+TRACE_PROD = TRACE_HDR + 2 * TRACE_PAIRS * TRACE_EVENTS  # the first producer word
+TRACE_PER_CTA = TRACE_PROD + 2 * TRACE_PAGES
