@@ -6,11 +6,17 @@ which takes the first version named in the ``best`` block, starts from it::
 
     python -m pytest_kforge.devlog best --from-json suite.json [--devlog docs/kernels/mla.md] \\
         [--command "pytest --kernel mla --kernel-version all --kforge-json suite.json"]
+
+A suite split over several device calls (``scripts/h200.sh all VERSIONS=...``, one JSON per part)
+is rendered from all its parts: ``--from-json part1.json part2.json.gz ...`` (gzipped ones as
+stored under ``docs/kernels/runs/``); a version measured in
+two parts is refused, so no row is silently picked from one of two runs.
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import statistics
 import sys
@@ -66,17 +72,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m pytest_kforge.devlog")
     sub = ap.add_subparsers(dest="cmd", required=True)
     b = sub.add_parser("best", help="rewrite the devlog's current-best table from a results JSON")
-    b.add_argument("--from-json", required=True, type=Path, help="a --kforge-json results file")
+    b.add_argument("--from-json", required=True, type=Path, nargs="+",
+                   help="--kforge-json results files (the parts of one suite run)")
     b.add_argument("--devlog", type=Path, help="write the `best` block of this devlog (else print)")
     b.add_argument("--command", default="pytest --kernel mla --kernel-version all", help="the command that measured it")
     args = ap.parse_args(argv)
-    try:
-        data = json.loads(args.from_json.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        print(f"devlog: cannot read {args.from_json}: {exc}; pass a file written by --kforge-json", file=sys.stderr)
-        return 2
-    text = render_best(best_rows(data.get("results", [])), gpu=data.get("gpu"), command=args.command,
-                       date=str(data.get("started", ""))[:10])
+    parts: list[dict[str, Any]] = []
+    for path in args.from_json:
+        try:
+            raw = path.read_bytes()
+            parts.append(json.loads(gzip.decompress(raw) if path.suffix == ".gz" else raw))
+        except (OSError, ValueError, EOFError) as exc:
+            print(f"devlog: cannot read {path}: {exc}; pass a file written by --kforge-json", file=sys.stderr)
+            return 2
+    seen: dict[str, Path] = {}
+    for path, data in zip(args.from_json, parts):
+        for v in sorted({r.get("version") for r in data.get("results", [])} - {None}):
+            if v in seen and seen[v] != path:
+                print(f"devlog: version {v} is in both {seen[v]} and {path}; pass the parts of one run, "
+                      "each version in one of them", file=sys.stderr)
+                return 2
+            seen[v] = path
+    gpus = sorted({str(d.get("gpu")) for d in parts if d.get("gpu")})
+    dates = sorted(str(d.get("started", ""))[:10] for d in parts if d.get("started"))
+    text = render_best(best_rows([r for d in parts for r in d.get("results", [])]),
+                       gpu=" / ".join(gpus) or None, command=args.command, date=dates[0] if dates else "")
     if args.devlog:
         replace_marked_block(args.devlog, "best", text, heading="## Current best")
         print(f"devlog: wrote the current-best table of {args.devlog}")

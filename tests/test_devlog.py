@@ -42,3 +42,21 @@ def test_cli_unreadable_json_is_one_line(tmp_path: Path, capsys) -> None:
     assert main(["best", "--from-json", str(tmp_path / "missing.json")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "cannot read" in err
+
+
+def test_cli_merges_the_parts_of_a_split_run(tmp_path: Path, capsys) -> None:
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps({"gpu": "G", "started": "2026-12-03T17:07", "results": [_row("v3", "decode", 100, 45)]}))
+    b.write_text(json.dumps({"gpu": "G", "started": "2026-12-03T17:25", "results": [_row("v9", "decode", 50, 90)]}))
+    assert main(["best", "--from-json", str(a), str(b)]) == 0
+    out = capsys.readouterr().out
+    assert out.index("| v9 |") < out.index("| v3 |") and "on 2026-12-03" in out and "G / G" not in out
+
+
+def test_cli_refuses_a_version_in_two_parts(tmp_path: Path, capsys) -> None:
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    for p, us in ((a, 100), (b, 90)):
+        p.write_text(json.dumps({"gpu": "G", "results": [_row("v3", "decode", us, 45)]}))
+    assert main(["best", "--from-json", str(a), str(b)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "v3 is in both" in err

@@ -13,7 +13,7 @@ producer loads each page as chunks 2, 0, 1 (explicit pipeline states).
 WG0"). That was a race found in review after the run: page B's chunk 2 holds P_B, which WG0's P_B V_BL
 reads from shared memory, and the producer could reload it while that GEMM ran (the self-check passed
 because the reload lands a few hundred cycles late). That release is removed; the kernel as it is now
-has not run on the GPU.
+ran on the GPU only in run 14 (below).
 
 Prediction (before the H200 run, for the racy kernel): page A's chunk 2 reloads ~200 cycles and page B's
 ~500-900 cycles sooner; spec -1 to -3% (845-860 us), decode -0 to -2%, within the noise if the
@@ -23,6 +23,10 @@ Measured (run 13, devlog; the racy kernel): self-check correct; spec 870.5 / 868
 863.8 (compare / harness, +0.5%), decode 72.0 / 72.05 vs 72.7 / 72.8 (-1.0%). The probe: page B's first
 load went out ~290 cycles sooner (its chunk 2 ~580), while page A was in flight, and page A landed ~375
 cycles later. Not kept.
+
+Measured again with the race removed (run 14, devlog): all-version suite correct (decode 72.6 / spec 881.7 us
+vs v35_cute 72.4 / 876.5, 16 workers sharing the GPU); compare in one call 72.5 / 877.2 vs 72.1 / 875.8:
+within the noise on both trials. Not kept.
 """
 
 from __future__ import annotations

@@ -13,8 +13,11 @@ Prediction (before the H200 run): decode as v37_cute (~72.0 us, -1% vs v35_cute)
 Measured (run 13, devlog): self-check correct; decode 72.9 / 73.50 us vs v35_cute 73.5 / 73.17 (compare /
 harness: -0.8% and +0.5%), spec 865.3 / 865.1 vs 866.0 / 863.8. v37_cute's decode gain did not repeat:
 within the noise. Not kept. **That decode kernel had v37_cute's race** (page B's chunk 2, which holds P_B,
-released before WG0's P_B V_BL read it; found in review after the run, removed since; see v37_cute): the
-kernel as it is now has not run on the GPU.
+released before WG0's P_B V_BL read it; found in review after the run, removed since; see v37_cute).
+
+Measured again with the race removed (run 14, devlog): all-version suite correct (decode 73.7 vs v35_cute
+72.4 us, 16 workers sharing the GPU); compare in one call 72.5 vs 72.1 (+0.6%). Its spec kernel (v35_cute's
+PTX) read 873.9 vs 876.5 / 873.9 vs 875.8: the run's noise between identical kernels. Not kept.
 """
 
 from __future__ import annotations
