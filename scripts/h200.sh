@@ -26,6 +26,10 @@
 # those two against this call's saved run, and is skipped when they are not in it):
 #   bash scripts/h200.sh all VERSIONS=v1,v2,v3,v4,v5,v6,v7,v8,v9,v10,v11 SKIP_COMPARE=1 SKIP_NCU=1
 #   bash scripts/h200.sh all VERSIONS=v0,v1_cute,v2_cute,v3_cute,v4_cute,v5_cute,v6_cute,v7_cute BEST=v5_cute
+# or let it slice: VERSIONS=part:K/N (part 1: v0 + the cuTile line; 2..N: the rest in equal slices).
+# Run 14 (50 versions): part:1/3 with WORKERS=12 took 294 s, parts 2/3 and 3/3 (19 CuTe versions
+# each) ~260 s with WORKERS=16; the devlog table is then rendered from all three JSONs:
+#   python -m pytest_kforge.devlog best --from-json suite-all-v0-v11.json suite-all-<...>.json ...
 # Each part writes suite-all-<first>-<last>.json/.log; when the cap cuts a suite the log names the
 # versions it did not finish (no finished trial benchmark) and the command that runs them.
 set -uo pipefail
@@ -56,10 +60,24 @@ run() { local name="$1"; local limit="$2"; shift 2; local t0=$SECONDS
     log "$name: rc=$RC in $((SECONDS - t0)) s"
   fi
   tail -n "${TAIL:-6}" "$KF/$name.log"; return 0; }
-# mla versions: "all" as the registry lists them, else the comma list given
-mla_versions() { if [ "$1" = all ]; then
-    ls kernels/mla | sed -n 's/^\(v[0-9][0-9]*\(_[a-z0-9_]*\)\{0,1\}\)\.py$/\1/p' | sort -V | paste -sd, -
-  else echo "$1"; fi; }
+# mla versions: "all" as the registry lists them; "part:K/N" the K-th of N parts of them (part 1: v0
+# and the cuTile line, which needs the cutile toolchain; parts 2..N: the DSL-suffixed versions in
+# contiguous near-equal slices); else the comma list given
+mla_versions() { local all k n
+  all=$(ls kernels/mla | sed -n 's/^\(v[0-9][0-9]*\(_[a-z0-9_]*\)\{0,1\}\)\.py$/\1/p' | sort -V)
+  case "$1" in
+    all) echo "$all" | paste -sd, - ;;
+    part:*/*) k=${1#part:}; n=${k#*/}; k=${k%/*}
+      if ! [[ "$k" =~ ^[0-9]+$ && "$n" =~ ^[0-9]+$ ]] || [ "$n" -lt 2 ] || [ "$k" -lt 1 ] || [ "$k" -gt "$n" ]; then
+        echo "VERSIONS=$1: want part:K/N with 1 <= K <= N and N >= 2 (part 1 is v0 and the cuTile line)" >&2
+        return 2; fi
+      if [ "$k" -eq 1 ]; then echo "$all" | grep -v _ | paste -sd, -
+      else echo "$all" | grep _ | awk -v k=$((k - 1)) -v n=$((n - 1)) '{v[NR] = $0}
+          END {lo = int((k - 1) * NR / n) + 1; hi = int(k * NR / n); s = ""
+               for (i = lo; i <= hi; i++) s = s (s == "" ? "" : ",") v[i]; print s}'
+      fi ;;
+    *) echo "$1" ;;
+  esac; }
 # the versions of selection $1 that a capped `pytest -v` run (log $2) did not finish: no trial
 # benchmark result for them, or their test was the one running when it was killed (-v prints a
 # test's id before it runs and its outcome after)
@@ -120,6 +138,7 @@ all)
   run doctor 60 python3 -m pytest_kforge.doctor
   S="file://$KF/bench"
   V="${VERSIONS:-all}"
+  case "$V" in part:*) V=$(mla_versions "$V") || exit 2; log "VERSIONS=$VERSIONS: $V" ;; esac
   name=suite-all
   [ "$V" = all ] || name="suite-all-$(echo "$V" | awk -F, '{print (NF > 1) ? $1 "-" $NF : $1}')"
   if [ -z "${SKIP_COMPARE:-}" ] && [ "$V" != all ] && ! { echo ",$V," | grep -q ",v0," && echo ",$V," | grep -q ",$BEST,"; }; then

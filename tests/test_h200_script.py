@@ -141,3 +141,33 @@ def test_all_step_part_without_v0_and_best_skips_the_compare(tmp_path: Path) -> 
     assert "suite-compare: skipped: VERSIONS=v1_cute,v2_cute lacks v0 or BEST=v5_cute" in log
     assert not any("--benchmark-compare" in a for a in argv)
     assert "versions NOT RUN to the end (no finished trial benchmark): v1_cute,v2_cute" in log
+
+
+def test_mla_versions_parts_put_the_cutile_line_first_and_slice_the_rest(tmp_path: Path) -> None:
+    mla = tmp_path / "kernels" / "mla"
+    mla.mkdir(parents=True)
+    names = ["v0", "v1", "v2", "v10"] + [f"v{i}_cute" for i in range(1, 8)] + ["_cute_host", "spec"]
+    for name in names:
+        (mla / f"{name}.py").write_text("")
+    res = _helpers(tmp_path, """
+        mla_versions part:1/3; mla_versions part:2/3; mla_versions part:3/3
+        mla_versions part:2/2
+        mla_versions part:4/3 || echo "rc=$?"
+        mla_versions part:1/1 || echo "rc=$?"
+        """)
+    assert res.stdout.splitlines() == [
+        "v0,v1,v2,v10", "v1_cute,v2_cute,v3_cute", "v4_cute,v5_cute,v6_cute,v7_cute",
+        "v1_cute,v2_cute,v3_cute,v4_cute,v5_cute,v6_cute,v7_cute", "rc=2", "rc=2"]
+    assert res.stderr.count("want part:K/N") == 2
+
+
+def test_all_step_expands_a_part_before_the_suite(tmp_path: Path) -> None:
+    mla = tmp_path / "kernels" / "mla"
+    mla.mkdir(parents=True)
+    for name in ("v0", "v1", "v1_cute", "v2_cute"):
+        (mla / f"{name}.py").write_text("")
+    log, argv = _all_step(tmp_path, "VERSIONS=part:2/2", "SUITE_S=2", "SKIP_NCU=1", "SKIP_COMPARE=1")
+    assert "VERSIONS=part:2/2: v1_cute,v2_cute" in log
+    suite = next(a for a in argv if "--kernel-version" in a)
+    assert suite[suite.index("--kernel-version") + 1] == "v1_cute,v2_cute"
+    assert "--kforge-json=" + str(tmp_path / "kf" / "suite-all-v1_cute-v2_cute.json") in suite

@@ -21,6 +21,11 @@ def _host():
     return importlib.import_module("kforge_kernels.mla._cute_host")
 
 
+def _kinds():
+    _host()
+    return importlib.import_module("kforge_kernels.mla._cute_kinds")
+
+
 @pytest.mark.parametrize("name", CUTE_VERSIONS)
 def test_cute_version_module_contract(name: str) -> None:
     v = load_version("mla", name, kernels_dir=KDIR)
@@ -54,7 +59,7 @@ def test_host_refuses_unknown_kernels_before_compiling() -> None:
     with pytest.raises(ValueError, match="sm80_dedup"):
         host.compiled("sm80", 1, 128, 2, direct=True)  # v1's kernel has no direct epilogue
     with pytest.raises(ValueError, match="unknown"):
-        host._kernel_class("sm100")
+        _kinds().kernel_class("sm100")
 
 
 @pytest.mark.parametrize("name", CUTE_VERSIONS)
@@ -248,16 +253,16 @@ def test_ptx_replay_evaluates_address_arithmetic() -> None:
 
 def test_sm90_kinds_and_partial_dtypes() -> None:
     """v4_cute..v14_cute load; v6_cute/v7_cute write bf16 partials, only v10_cute merges splits itself."""
-    host = _host()
     names = tuple(f"v{i}_cute" for i in range(4, 15))
     assert len({load_version("mla", n, kernels_dir=KDIR).module.__name__ for n in names}) == len(names)
     kinds = ("sm80", "sm80_dedup", "sm90", "sm90_pvfirst", "sm90_lazy", "sm90_bf16p", "sm90_seesaw",
              "sm90_seesaw_chunked", "sm90_seesaw_early", "sm90_seesaw_fused")
-    assert [host._bf16_partials(k) for k in kinds] == [False] * 4 + [True, True] + [False] * 4
-    assert [host._fused(k) for k in kinds] == [False] * 9 + [True]
-    assert [host._sm90(k) for k in kinds] == [False] * 2 + [True] * 8
+    reg = _kinds()
+    assert [reg.bf16_partials(k) for k in kinds] == [False] * 4 + [True, True] + [False] * 4
+    assert [reg.fused(k) for k in kinds] == [False] * 9 + [True]
+    assert [reg.takes_finals(k) for k in kinds] == [False] * 2 + [True] * 8
     with pytest.raises(ValueError, match="sm90_seesaw_fused"):
-        host._kernel_class("sm91")
+        reg.kernel_class("sm91")
 
 
 def test_declared_features_name_knowledge_entries() -> None:
@@ -283,7 +288,7 @@ def test_pairing_kinds_round_splits_up_and_leave_half_the_partials() -> None:
         assert host.split_plan(kind, 3) == (4, 2, True)
         assert host.split_plan(kind, 16) == (16, 8, True)
     assert host.split_plan("sm90_seesaw_ownp_evict", 3) == (3, 3, False)
-    assert [host._pair_exchange_global(k) for k in pair_kinds] == [False, False, True]
+    assert [_kinds().pair_exchange_global(k) for k in pair_kinds] == [False, False, True]
 
 
 def test_barrier_sites_reports_a_named_barrier_duplicated_into_two_paths() -> None:

@@ -54,7 +54,7 @@ def kernel(cute, cpasync, warp):
 '''
 HOST = '''
 def pick(kind):
-    """Dispatch like kernels/mla/_cute_host.py: only the kernel module asked for is imported."""
+    """Dispatch like kernels/mla/_cute_kinds.py: only the kernel module asked for is imported."""
     if kind == "hopper":
         from kforge_kernels.tiny import _hopper as mod
     else:

@@ -8,11 +8,13 @@ compiled function is kept in ``_CACHE`` for the life of the process.
 
 from __future__ import annotations
 
-import functools
 import math
 import os
 from collections.abc import Mapping
 from typing import Any
+
+from kforge_kernels.mla._cute_kinds import (bf16_partials, combine_class, fused, kernel_class, pair_exchange_global,
+                                            takes_finals)
 
 D_QK, D_V, PAGE, BLOCK_M = 576, 512, 64, 64
 LOG2_E = 1.4426950408889634
@@ -59,145 +61,6 @@ def _arch() -> str:
     return os.environ.get("CUTE_DSL_ARCH", "")
 
 
-#: the probe kinds of ``_cute_ringprobe.PROBES`` (v28_cute's ring with the math cut down, and the solo-softmax
-#: schedule): no version names them; ``computes_output`` tells which still compute the right answer
-RING_PROBES = tuple(f"sm90_seesaw_pair_ring_{k}" for k in (
-    "stream", "streampf", "serial", "stream3", "serial3", "stream1", "sonly", "nosoftmax", "finite", "scaled", "constp",
-    "solo"))
-#: kinds with a timeline-probe twin ``<kind>_trace``: the same kernel with ``trace = True`` (``_cute_trace``)
-TRACEABLE = ("sm90_seesaw_ownp_evict", "sm90_seesaw_pair_bf16", "sm90_seesaw_pair_soft1", "sm90_seesaw_pair_early",
-             "sm90_seesaw_pair_vrfirst", "sm90_seesaw_pair_tmao", "sm90_seesaw_pair_ilp", "sm90_seesaw_pair_prov",
-             "sm90_seesaw_pair_provfirst", "sm90_seesaw_pair_pinter", "sm90_seesaw_pair_c3", "sm90_seesaw_pair_c1",
-             "sm90_seesaw_pair_c3early", "sm90_seesaw_pair_c3own", "sm90_seesaw_pair_c3split") + RING_PROBES
-#: the kernel kinds a version can name.  Classes are imported on first use and only from the modules
-#: they live in (the DSL is needed only to compile; the profiler detects a version's features in the
-#: kernel modules its run loaded), with plain imports: the trust checker rejects dynamic ones.
-KINDS = ("sm80", "sm80_dedup", "sm90", "sm90_pvfirst", "sm90_lazy", "sm90_bf16p", "sm90_seesaw",
-         "sm90_seesaw_chunked", "sm90_seesaw_fused", "sm90_seesaw_early", "sm90_seesaw_wcomb", "sm90_seesaw_pf",
-         "sm90_seesaw_pf_pdl", "sm90_stagger", "sm90_stagger_evict", "sm90_stagger_ordered", "sm90_seesaw_ownp",
-         "sm90_seesaw_ownp_evict", "sm90_seesaw_qregs", "sm90_seesaw_mcast", "sm90_seesaw_pair",
-         "sm90_seesaw_pair_bf16", "sm90_seesaw_pair_l2", "sm90_seesaw_pair_soft1", "sm90_seesaw_pair_early",
-         "sm90_seesaw_pair_vrfirst", "sm90_seesaw_pair_tmao", "sm90_seesaw_pair_ilp", "sm90_seesaw_pair_prov",
-         "sm90_seesaw_pair_provfirst", "sm90_seesaw_pair_pinter", "sm90_seesaw_pair_c3", "sm90_seesaw_pair_c1",
-         "sm90_seesaw_pair_c3early", "sm90_seesaw_pair_persist", "sm90_seesaw_pair_c3own",
-         "sm90_seesaw_pair_c3split") + RING_PROBES + tuple(f"{k}_trace" for k in TRACEABLE)
-
-
-def _check_kind(kind: str) -> None:
-    if kind not in KINDS:
-        raise ValueError(f"unknown CuTe MLA kernel kind {kind!r}; use one of {', '.join(repr(k) for k in KINDS)}.")
-
-
-@functools.lru_cache(maxsize=None)
-def _traced(cls: type) -> type:
-    """``cls`` with the timeline probe switched on (one class per kind, so compiles are cached as usual)."""
-    return type(f"{cls.__name__}Trace", (cls,), {
-        "trace": True, "__module__": cls.__module__,
-        "__doc__": f"{cls.__name__}'s kernel with the timeline probe (``_cute_trace``; not a version)."})
-
-
-def computes_output(kind: str) -> bool:
-    """False for a probe kind whose output means nothing (a ring probe with the math cut down)."""
-    return getattr(_kernel_class(kind), "computes_output", True)
-
-
-def _kernel_class(kind: str) -> Any:
-    _check_kind(kind)
-    if kind.endswith("_trace"):
-        return _traced(_kernel_class(kind.removesuffix("_trace")))
-    if kind == "sm80":
-        from kforge_kernels.mla._cute_sm80 import MlaSplitSm80
-
-        return MlaSplitSm80
-    if kind == "sm80_dedup":
-        from kforge_kernels.mla._cute_sm80_dedup import MlaSplitSm80Dedup
-
-        return MlaSplitSm80Dedup
-    if kind.startswith("sm90_stagger"):
-        from kforge_kernels.mla import _cute_stagger as sg
-
-        return {"sm90_stagger": sg.MlaSplitSm90Stagger, "sm90_stagger_evict": sg.MlaSplitSm90StaggerEvict,
-                "sm90_stagger_ordered": sg.MlaSplitSm90StaggerOrdered}[kind]
-    if kind.startswith("sm90_seesaw"):
-        from kforge_kernels.mla import _cute_seesaw as ss
-
-        if kind == "sm90_seesaw_fused":
-            from kforge_kernels.mla._cute_seesaw_fused import MlaSplitSm90SeesawFused
-
-            return MlaSplitSm90SeesawFused
-        if kind.startswith("sm90_seesaw_pair"):
-            from kforge_kernels.mla import _cute_seesaw_pair as sp
-            from kforge_kernels.mla import _cute_seesaw_soft1 as s1
-
-            if kind == "sm90_seesaw_pair_persist":
-                from kforge_kernels.mla._cute_persistent import MlaSplitSm90SeesawPersistent
-
-                return MlaSplitSm90SeesawPersistent
-            if kind.startswith("sm90_seesaw_pair_ring"):
-                from kforge_kernels.mla import _cute_ringprobe as rp
-
-                return rp.PROBES[kind.removeprefix("sm90_seesaw_pair_ring_")]
-
-            return {"sm90_seesaw_pair": sp.MlaSplitSm90SeesawPair,
-                    "sm90_seesaw_pair_bf16": sp.MlaSplitSm90SeesawPairBf16,
-                    "sm90_seesaw_pair_l2": sp.MlaSplitSm90SeesawPairL2,
-                    "sm90_seesaw_pair_soft1": s1.MlaSplitSm90SeesawSoftFirst,
-                    "sm90_seesaw_pair_early": sp.MlaSplitSm90SeesawPairEarlyRelease,
-                    "sm90_seesaw_pair_vrfirst": sp.MlaSplitSm90SeesawPairVrFirst,
-                    "sm90_seesaw_pair_tmao": sp.MlaSplitSm90SeesawPairTmaO,
-                    "sm90_seesaw_pair_ilp": sp.MlaSplitSm90SeesawPairIlp,
-                    "sm90_seesaw_pair_prov": sp.MlaSplitSm90SeesawPairProv,
-                    "sm90_seesaw_pair_provfirst": sp.MlaSplitSm90SeesawPairProvFirst,
-                    "sm90_seesaw_pair_pinter": sp.MlaSplitSm90SeesawPairPInter,
-                    "sm90_seesaw_pair_c3": sp.MlaSplitSm90SeesawPairC3,
-                    "sm90_seesaw_pair_c1": sp.MlaSplitSm90SeesawPairC1,
-                    "sm90_seesaw_pair_c3early": sp.MlaSplitSm90SeesawPairC3Early,
-                    "sm90_seesaw_pair_c3own": sp.MlaSplitSm90SeesawPairOwnChunks,
-                    "sm90_seesaw_pair_c3split": sp.MlaSplitSm90SeesawPairOwnChunksSplit}[kind]
-        return {
-            "sm90_seesaw": ss.MlaSplitSm90Seesaw, "sm90_seesaw_chunked": ss.MlaSplitSm90SeesawChunked,
-            "sm90_seesaw_early": ss.MlaSplitSm90SeesawEarly,
-            "sm90_seesaw_wcomb": ss.MlaSplitSm90SeesawChunked, "sm90_seesaw_pf": ss.MlaSplitSm90SeesawPrefetch,
-            "sm90_seesaw_pf_pdl": ss.MlaSplitSm90SeesawPrefetchPdl, "sm90_seesaw_ownp": ss.MlaSplitSm90SeesawOwnP,
-            "sm90_seesaw_ownp_evict": ss.MlaSplitSm90SeesawOwnPEvict, "sm90_seesaw_qregs": ss.MlaSplitSm90SeesawQRegs,
-            "sm90_seesaw_mcast": ss.MlaSplitSm90SeesawMulticast,
-        }[kind]
-    from kforge_kernels.mla import _cute_sm90 as sm
-
-    return {"sm90": sm.MlaSplitSm90, "sm90_pvfirst": sm.MlaSplitSm90PvFirst, "sm90_lazy": sm.MlaSplitSm90Lazy,
-            "sm90_bf16p": sm.MlaSplitSm90Bf16Partials}[kind]
-
-
-def _combine_class(kind: str) -> Any:
-    """The combine kernel merging ``kind``'s split partials (not used when fused or direct)."""
-    _check_kind(kind)
-    if _bf16_partials(kind):
-        from kforge_kernels.mla._cute_combine2 import MlaCombineOnePass
-
-        return MlaCombineOnePass
-    base = kind.removesuffix("_trace")  # a probe twin merges like its kind
-    if base.startswith("sm90_seesaw_pair") or base in (
-            "sm90_seesaw_wcomb", "sm90_seesaw_pf", "sm90_seesaw_pf_pdl", "sm90_stagger", "sm90_stagger_evict",
-            "sm90_stagger_ordered", "sm90_seesaw_ownp", "sm90_seesaw_ownp_evict", "sm90_seesaw_qregs",
-            "sm90_seesaw_mcast"):
-        from kforge_kernels.mla import _cute_combine3 as c3
-
-        return c3.MlaCombineWarpRowsPdl if kind == "sm90_seesaw_pf_pdl" else c3.MlaCombineWarpRows
-    from kforge_kernels.mla._cute_combine import MlaCombine
-
-    return MlaCombine
-
-
-def _sm90(kind: str) -> bool:
-    """Whether ``kind``'s kernel takes the final outputs and a counter too (the sm90 signature)."""
-    return kind.startswith("sm90")
-
-
-def _fused(kind: str) -> bool:
-    """Whether ``kind`` merges its splits in the kernel (no combine launch; needs zeroed counters)."""
-    return kind == "sm90_seesaw_fused"
-
-
 def split_plan(kind: str, splits: int) -> tuple[int, int, bool]:
     """(CTAs per row block along the KV, partials they leave, paired) for ``splits`` chosen splits.
 
@@ -212,16 +75,6 @@ def split_plan(kind: str, splits: int) -> tuple[int, int, bool]:
 
 #: fp32 words of a pairing kernel's global exchange per (pair, receiving rank): 128 threads x (128 O + 2 lse)
 PAIR_EXCHANGE_WORDS = 128 * 130
-
-
-def _pair_exchange_global(kind: str) -> bool:
-    """Whether ``kind``'s split pairs exchange O through global memory (a workspace in the counter argument)."""
-    return kind == "sm90_seesaw_pair_l2"
-
-
-def _bf16_partials(kind: str) -> bool:
-    """Whether ``kind`` writes bf16 split partials (merged by ``_cute_combine2``) instead of fp32."""
-    return kind in ("sm90_lazy", "sm90_bf16p")
 
 
 def compiled(kind: str, s: int, h: int, stages: int, direct: bool = False,
@@ -248,18 +101,18 @@ def compiled(kind: str, s: int, h: int, stages: int, direct: bool = False,
     def p(dt, align=16):  # dummy address: compilation only looks at types and alignment
         return make_ptr(dt, 1 << 20, cute.AddressSpace.gmem, assumed_align=align)
 
-    main = _kernel_class(kind)(s, h, stages, direct, *((True,) if paired else ()))
+    main = kernel_class(kind)(s, h, stages, direct, *((True,) if paired else ()))
     stream = cuda.CUstream(0)
-    pdt = bf if _bf16_partials(kind) else f32
+    pdt = bf if bf16_partials(kind) else f32
     # sm90 kinds also take the final out / lse and the split counters (used when fused)
-    finals = (p(bf), p(f32, 4), p(f32, 16) if _pair_exchange_global(kind) else p(i32, 4)) if _sm90(kind) else ()
+    finals = (p(bf), p(f32, 4), p(f32, 16) if pair_exchange_global(kind) else p(i32, 4)) if takes_finals(kind) else ()
     f_main = cute.compile(
         main, p(bf), p(bf), p(i32, 4), p(i32, 4), p(bf if direct else pdt), p(f32, 4 if direct else 16), *finals,
         i32(1), i32(1), i32(1), i32(1), f32(1.0), stream, options=COMPILE_OPTIONS,
     )
     f_comb = None
-    if not direct and not _fused(kind):
-        comb = _combine_class(kind)(s, h, main.rows_pad)
+    if not direct and not fused(kind):
+        comb = combine_class(kind)(s, h, main.rows_pad)
         f_comb = cute.compile(comb, p(pdt), p(f32), p(bf), p(f32, 4), i32(1), i32(1), stream, options=COMPILE_OPTIONS)
     _CACHE[key] = (f_main, f_comb, main.rows_pad, main.m_blocks)
     return _CACHE[key]
@@ -319,8 +172,8 @@ def run_split_combine(
     l_dst = lse if dense else torch.empty(lse.shape, dtype=lse.dtype, device=dev)
     # an sm90 kernel also takes out, lse and a counter array; only a fused one uses them, the
     # others get out / lse / cache_seqlens as placeholders (never read or written)
-    finals = (ptr(bf, o_dst), ptr(f32, l_dst, 4), ptr(i32, cache_seqlens, 4)) if _sm90(kind) else ()
-    if paired and _pair_exchange_global(kind):
+    finals = (ptr(bf, o_dst), ptr(f32, l_dst, 4), ptr(i32, cache_seqlens, 4)) if takes_finals(kind) else ()
+    if paired and pair_exchange_global(kind):
         ws = torch.empty(b * m_blocks * splits * PAIR_EXCHANGE_WORDS, dtype=torch.float32, device=dev)
         finals = (*finals[:2], ptr(f32, ws, 16))
     if trace_buf is not None:
@@ -330,11 +183,11 @@ def run_split_combine(
         f_main(*ins, ptr(bf, o_dst), ptr(f32, l_dst, 4), *finals, *sizes, stream)
     else:
         f_main, f_comb, rows_pad, _ = compiled(kind, s, h, stages, paired=paired)
-        pbf = _bf16_partials(kind)
+        pbf = bf16_partials(kind)
         opart = torch.empty(slots, b, rows_pad, D_V, dtype=torch.bfloat16 if pbf else torch.float32, device=dev)
         lpart = torch.empty(slots, b, rows_pad, dtype=torch.float32, device=dev)
         parts = (ptr(bf if pbf else f32, opart), ptr(f32, lpart))
-        if _fused(kind):
+        if fused(kind):
             # one arrival counter per (sequence, row block), zeroed in stream order before the launch
             sem = torch.zeros(b * m_blocks, dtype=torch.int32, device=dev)
             f_main(*ins, *parts, ptr(bf, o_dst), ptr(f32, l_dst, 4), ptr(i32, sem, 4), *sizes, stream)

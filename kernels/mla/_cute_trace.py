@@ -153,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
 
     spec = load_version("mla", "v0", kernels_dir=ROOT / "kernels").spec  # makes kforge_kernels importable
     from kforge_kernels.mla import _cute_host as host
+    from kforge_kernels.mla import _cute_kinds as kinds
     from kforge_kernels.mla._cute_trace_layout import TRACE_PER_CTA
     from pytest_kforge.gpuclock import reader_for
     from pytest_kforge.spec import compare_outputs, poison_
@@ -160,13 +161,13 @@ def main(argv: list[str] | None = None) -> int:
 
     if not args.kind.endswith("_trace"):
         print(f"ERROR: {args.kind!r} is not a probe kind; use one of "
-              f"{', '.join(k for k in host.KINDS if k.endswith('_trace'))}.")
+              f"{', '.join(k for k in kinds.KINDS if k.endswith('_trace'))}.")
         return 2
     params = dict(spec.trials[args.trial])
     if args.b:
         params["b"] = args.b
     # a ring probe with the math cut down computes nothing: its output is not checked, only its timeline read
-    computes = host.computes_output(args.kind)
+    computes = kinds.computes_output(args.kind)
     config = dict(host.SEESAW_CONFIG, **({"num_splits": args.splits} if args.splits else {}))
     inputs = spec.make_inputs(params, seed=1, device="cuda")
     outs = spec.alloc_outputs(params, device="cuda")

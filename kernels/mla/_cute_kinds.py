@@ -1,0 +1,163 @@
+"""The CuTe DSL MLA kernel kinds: the names a version can give ``version_functions``, the class
+behind each, the combine kernel that merges its partials, and the predicates ``_cute_host``'s
+compile and launch code asks about a kind.
+
+Classes are imported on first use and only from the modules they live in (the DSL is needed only
+to compile; the profiler detects a version's features in the kernel modules its run loaded), with
+plain imports: the trust checker rejects dynamic ones.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+__all__ = ["KINDS", "RING_PROBES", "TRACEABLE", "check_kind", "kernel_class", "combine_class", "computes_output",
+           "takes_finals", "fused", "pair_exchange_global", "bf16_partials"]
+
+
+#: the probe kinds of ``_cute_ringprobe.PROBES`` (v28_cute's ring with the math cut down, and the solo-softmax
+#: schedule): no version names them; ``computes_output`` tells which still compute the right answer
+RING_PROBES = tuple(f"sm90_seesaw_pair_ring_{k}" for k in (
+    "stream", "streampf", "serial", "stream3", "serial3", "stream1", "sonly", "nosoftmax", "finite", "scaled", "constp",
+    "solo"))
+#: kinds with a timeline-probe twin ``<kind>_trace``: the same kernel with ``trace = True`` (``_cute_trace``)
+TRACEABLE = ("sm90_seesaw_ownp_evict", "sm90_seesaw_pair_bf16", "sm90_seesaw_pair_soft1", "sm90_seesaw_pair_early",
+             "sm90_seesaw_pair_vrfirst", "sm90_seesaw_pair_tmao", "sm90_seesaw_pair_ilp", "sm90_seesaw_pair_prov",
+             "sm90_seesaw_pair_provfirst", "sm90_seesaw_pair_pinter", "sm90_seesaw_pair_c3", "sm90_seesaw_pair_c1",
+             "sm90_seesaw_pair_c3early", "sm90_seesaw_pair_c3own", "sm90_seesaw_pair_c3split") + RING_PROBES
+#: the kernel kinds a version can name
+KINDS = ("sm80", "sm80_dedup", "sm90", "sm90_pvfirst", "sm90_lazy", "sm90_bf16p", "sm90_seesaw",
+         "sm90_seesaw_chunked", "sm90_seesaw_fused", "sm90_seesaw_early", "sm90_seesaw_wcomb", "sm90_seesaw_pf",
+         "sm90_seesaw_pf_pdl", "sm90_stagger", "sm90_stagger_evict", "sm90_stagger_ordered", "sm90_seesaw_ownp",
+         "sm90_seesaw_ownp_evict", "sm90_seesaw_qregs", "sm90_seesaw_mcast", "sm90_seesaw_pair",
+         "sm90_seesaw_pair_bf16", "sm90_seesaw_pair_l2", "sm90_seesaw_pair_soft1", "sm90_seesaw_pair_early",
+         "sm90_seesaw_pair_vrfirst", "sm90_seesaw_pair_tmao", "sm90_seesaw_pair_ilp", "sm90_seesaw_pair_prov",
+         "sm90_seesaw_pair_provfirst", "sm90_seesaw_pair_pinter", "sm90_seesaw_pair_c3", "sm90_seesaw_pair_c1",
+         "sm90_seesaw_pair_c3early", "sm90_seesaw_pair_persist", "sm90_seesaw_pair_c3own",
+         "sm90_seesaw_pair_c3split") + RING_PROBES + tuple(f"{k}_trace" for k in TRACEABLE)
+
+
+def check_kind(kind: str) -> None:
+    if kind not in KINDS:
+        raise ValueError(f"unknown CuTe MLA kernel kind {kind!r}; use one of {', '.join(repr(k) for k in KINDS)}.")
+
+
+@functools.lru_cache(maxsize=None)
+def _traced(cls: type) -> type:
+    """``cls`` with the timeline probe switched on (one class per kind, so compiles are cached as usual)."""
+    return type(f"{cls.__name__}Trace", (cls,), {
+        "trace": True, "__module__": cls.__module__,
+        "__doc__": f"{cls.__name__}'s kernel with the timeline probe (``_cute_trace``; not a version)."})
+
+
+def computes_output(kind: str) -> bool:
+    """False for a probe kind whose output means nothing (a ring probe with the math cut down)."""
+    return getattr(kernel_class(kind), "computes_output", True)
+
+
+def kernel_class(kind: str) -> Any:
+    check_kind(kind)
+    if kind.endswith("_trace"):
+        return _traced(kernel_class(kind.removesuffix("_trace")))
+    if kind == "sm80":
+        from kforge_kernels.mla._cute_sm80 import MlaSplitSm80
+
+        return MlaSplitSm80
+    if kind == "sm80_dedup":
+        from kforge_kernels.mla._cute_sm80_dedup import MlaSplitSm80Dedup
+
+        return MlaSplitSm80Dedup
+    if kind.startswith("sm90_stagger"):
+        from kforge_kernels.mla import _cute_stagger as sg
+
+        return {"sm90_stagger": sg.MlaSplitSm90Stagger, "sm90_stagger_evict": sg.MlaSplitSm90StaggerEvict,
+                "sm90_stagger_ordered": sg.MlaSplitSm90StaggerOrdered}[kind]
+    if kind.startswith("sm90_seesaw"):
+        from kforge_kernels.mla import _cute_seesaw as ss
+
+        if kind == "sm90_seesaw_fused":
+            from kforge_kernels.mla._cute_seesaw_fused import MlaSplitSm90SeesawFused
+
+            return MlaSplitSm90SeesawFused
+        if kind.startswith("sm90_seesaw_pair"):
+            from kforge_kernels.mla import _cute_seesaw_pair as sp
+            from kforge_kernels.mla import _cute_seesaw_soft1 as s1
+
+            if kind == "sm90_seesaw_pair_persist":
+                from kforge_kernels.mla._cute_persistent import MlaSplitSm90SeesawPersistent
+
+                return MlaSplitSm90SeesawPersistent
+            if kind.startswith("sm90_seesaw_pair_ring"):
+                from kforge_kernels.mla import _cute_ringprobe as rp
+
+                return rp.PROBES[kind.removeprefix("sm90_seesaw_pair_ring_")]
+
+            return {"sm90_seesaw_pair": sp.MlaSplitSm90SeesawPair,
+                    "sm90_seesaw_pair_bf16": sp.MlaSplitSm90SeesawPairBf16,
+                    "sm90_seesaw_pair_l2": sp.MlaSplitSm90SeesawPairL2,
+                    "sm90_seesaw_pair_soft1": s1.MlaSplitSm90SeesawSoftFirst,
+                    "sm90_seesaw_pair_early": sp.MlaSplitSm90SeesawPairEarlyRelease,
+                    "sm90_seesaw_pair_vrfirst": sp.MlaSplitSm90SeesawPairVrFirst,
+                    "sm90_seesaw_pair_tmao": sp.MlaSplitSm90SeesawPairTmaO,
+                    "sm90_seesaw_pair_ilp": sp.MlaSplitSm90SeesawPairIlp,
+                    "sm90_seesaw_pair_prov": sp.MlaSplitSm90SeesawPairProv,
+                    "sm90_seesaw_pair_provfirst": sp.MlaSplitSm90SeesawPairProvFirst,
+                    "sm90_seesaw_pair_pinter": sp.MlaSplitSm90SeesawPairPInter,
+                    "sm90_seesaw_pair_c3": sp.MlaSplitSm90SeesawPairC3,
+                    "sm90_seesaw_pair_c1": sp.MlaSplitSm90SeesawPairC1,
+                    "sm90_seesaw_pair_c3early": sp.MlaSplitSm90SeesawPairC3Early,
+                    "sm90_seesaw_pair_c3own": sp.MlaSplitSm90SeesawPairOwnChunks,
+                    "sm90_seesaw_pair_c3split": sp.MlaSplitSm90SeesawPairOwnChunksSplit}[kind]
+        return {
+            "sm90_seesaw": ss.MlaSplitSm90Seesaw, "sm90_seesaw_chunked": ss.MlaSplitSm90SeesawChunked,
+            "sm90_seesaw_early": ss.MlaSplitSm90SeesawEarly,
+            "sm90_seesaw_wcomb": ss.MlaSplitSm90SeesawChunked, "sm90_seesaw_pf": ss.MlaSplitSm90SeesawPrefetch,
+            "sm90_seesaw_pf_pdl": ss.MlaSplitSm90SeesawPrefetchPdl, "sm90_seesaw_ownp": ss.MlaSplitSm90SeesawOwnP,
+            "sm90_seesaw_ownp_evict": ss.MlaSplitSm90SeesawOwnPEvict, "sm90_seesaw_qregs": ss.MlaSplitSm90SeesawQRegs,
+            "sm90_seesaw_mcast": ss.MlaSplitSm90SeesawMulticast,
+        }[kind]
+    from kforge_kernels.mla import _cute_sm90 as sm
+
+    return {"sm90": sm.MlaSplitSm90, "sm90_pvfirst": sm.MlaSplitSm90PvFirst, "sm90_lazy": sm.MlaSplitSm90Lazy,
+            "sm90_bf16p": sm.MlaSplitSm90Bf16Partials}[kind]
+
+
+def combine_class(kind: str) -> Any:
+    """The combine kernel merging ``kind``'s split partials (not used when fused or direct)."""
+    check_kind(kind)
+    if bf16_partials(kind):
+        from kforge_kernels.mla._cute_combine2 import MlaCombineOnePass
+
+        return MlaCombineOnePass
+    base = kind.removesuffix("_trace")  # a probe twin merges like its kind
+    if base.startswith("sm90_seesaw_pair") or base in (
+            "sm90_seesaw_wcomb", "sm90_seesaw_pf", "sm90_seesaw_pf_pdl", "sm90_stagger", "sm90_stagger_evict",
+            "sm90_stagger_ordered", "sm90_seesaw_ownp", "sm90_seesaw_ownp_evict", "sm90_seesaw_qregs",
+            "sm90_seesaw_mcast"):
+        from kforge_kernels.mla import _cute_combine3 as c3
+
+        return c3.MlaCombineWarpRowsPdl if kind == "sm90_seesaw_pf_pdl" else c3.MlaCombineWarpRows
+    from kforge_kernels.mla._cute_combine import MlaCombine
+
+    return MlaCombine
+
+
+def takes_finals(kind: str) -> bool:
+    """Whether ``kind``'s kernel takes the final outputs and a counter too (the sm90 signature)."""
+    return kind.startswith("sm90")
+
+
+def fused(kind: str) -> bool:
+    """Whether ``kind`` merges its splits in the kernel (no combine launch; needs zeroed counters)."""
+    return kind == "sm90_seesaw_fused"
+
+
+def pair_exchange_global(kind: str) -> bool:
+    """Whether ``kind``'s split pairs exchange O through global memory (a workspace in the counter argument)."""
+    return kind == "sm90_seesaw_pair_l2"
+
+
+def bf16_partials(kind: str) -> bool:
+    """Whether ``kind`` writes bf16 split partials (merged by ``_cute_combine2``) instead of fp32."""
+    return kind in ("sm90_lazy", "sm90_bf16p")
