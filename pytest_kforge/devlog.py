@@ -20,6 +20,7 @@ import gzip
 import json
 import statistics
 import sys
+import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -81,10 +82,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     for path in args.from_json:
         try:
             raw = path.read_bytes()
-            parts.append(json.loads(gzip.decompress(raw) if path.suffix == ".gz" else raw))
-        except (OSError, ValueError, EOFError) as exc:
+            data = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)  # gzip by its magic
+            if not isinstance(data, dict):
+                raise ValueError(f"a JSON {type(data).__name__}, not an object with 'results'")
+        except (OSError, ValueError, EOFError, zlib.error) as exc:
             print(f"devlog: cannot read {path}: {exc}; pass a file written by --kforge-json", file=sys.stderr)
             return 2
+        parts.append(data)
     seen: dict[str, Path] = {}
     for path, data in zip(args.from_json, parts):
         for v in sorted({r.get("version") for r in data.get("results", [])} - {None}):

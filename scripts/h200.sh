@@ -12,6 +12,7 @@
 #   bash scripts/h200.sh loop    BEST=v6   # orchestrator: 2 iterations, killed in VERIFY, resumed
 #   bash scripts/h200.sh trust             # trust/adversarial tests on the GPU
 #   bash scripts/h200.sh cute VERSIONS=v4_cute   # (cute staged) CuTe self-check + harness suite (+ ncu)
+#   bash scripts/h200.sh flashmla BEST=v35_cute COMPARE=1   # (.gpu/flashmla carried) build the FlashMLA peer, test, compare
 #
 # Time: a device call ends at 600 s, and a step killed there brings nothing back (the packing
 # below never runs).  So the whole step gets STEP_S seconds (default 540, counted from the
@@ -33,7 +34,7 @@
 # Each part writes suite-all-<first>-<last>.json/.log; when the cap cuts a suite the log names the
 # versions it did not finish (no finished trial benchmark) and the command that runs them.
 set -uo pipefail
-step="${1:?step: cutile|peers|all|loop|trust|cute}"
+step="${1:?step: cutile|peers|all|loop|trust|cute|flashmla}"
 shift || true
 for kv in "$@"; do export "$kv"; done
 BEST="${BEST:-v3}"
@@ -68,14 +69,19 @@ mla_versions() { local all k n
   case "$1" in
     all) echo "$all" | paste -sd, - ;;
     part:*/*) k=${1#part:}; n=${k#*/}; k=${k%/*}
-      if ! [[ "$k" =~ ^[0-9]+$ && "$n" =~ ^[0-9]+$ ]] || [ "$n" -lt 2 ] || [ "$k" -lt 1 ] || [ "$k" -gt "$n" ]; then
+      if ! [[ "$k" =~ ^[0-9]+$ && "$n" =~ ^[0-9]+$ ]] || [ $((10#$n)) -lt 2 ] || [ $((10#$k)) -lt 1 ] ||
+         [ $((10#$k)) -gt $((10#$n)) ]; then
         echo "VERSIONS=$1: want part:K/N with 1 <= K <= N and N >= 2 (part 1 is v0 and the cuTile line)" >&2
         return 2; fi
-      if [ "$k" -eq 1 ]; then echo "$all" | grep -v _ | paste -sd, -
-      else echo "$all" | grep _ | awk -v k=$((k - 1)) -v n=$((n - 1)) '{v[NR] = $0}
+      k=$((10#$k)); n=$((10#$n))
+      local sel
+      if [ "$k" -eq 1 ]; then sel=$(echo "$all" | { grep -v _ || true; } | paste -sd, -)
+      else sel=$(echo "$all" | { grep _ || true; } | awk -v k=$((k - 1)) -v n=$((n - 1)) '{v[NR] = $0}
           END {lo = int((k - 1) * NR / n) + 1; hi = int(k * NR / n); s = ""
-               for (i = lo; i <= hi; i++) s = s (s == "" ? "" : ",") v[i]; print s}'
-      fi ;;
+               for (i = lo; i <= hi; i++) s = s (s == "" ? "" : ",") v[i]; print s}')
+      fi
+      [ -n "$sel" ] || { echo "VERSIONS=$1: that part has no versions (kernels/mla lists $(echo "$all" | grep -c .)); use fewer parts" >&2; return 2; }
+      echo "$sel" ;;
     *) echo "$1" ;;
   esac; }
 # the versions of selection $1 that a capped `pytest -v` run (log $2) did not finish: no trial
@@ -127,6 +133,30 @@ peers)
   [ -n "${SKIP_PROFILE:-}" ] || TAIL=30 run profile-v0 120 python3 -m pytest --kernel mla --kernel-version v0 \
       --kforge-profile --kforge-no-bench -p no:cacheprovider -rs
   ;;
+flashmla)
+  # FlashMLA (the peer benchmarks/peers/flashmla.py) built from the carried bundle (scripts/flashmla_bundle.sh),
+  # sm90 only; the build is incremental (ninja), so a build cut by the cap continues in the next call while
+  # the machine stays warm.  Then the peer's GPU tests and, with COMPARE=1, BEST and fa3 beside it.
+  FM="${KFORGE_FLASHMLA_DIR:-/tmp/kforge-gpu/FlashMLA}"
+  if [ ! -e "$FM/.kforge-built" ]; then
+    if [ ! -d "$FM" ]; then
+      [ -f .gpu/flashmla/flashmla-src.tar.xz ] || { log "flashmla: .gpu/flashmla was not carried (make it with bash scripts/flashmla_bundle.sh)"; pack; exit 2; }
+      (cd .gpu/flashmla && sha256sum -c --quiet SHA256SUMS) || { log "flashmla: .gpu/flashmla is damaged (checksum)"; pack; exit 2; }
+      mkdir -p "$(dirname "$FM")" && tar xJf .gpu/flashmla/flashmla-src.tar.xz -C "$(dirname "$FM")"
+    fi
+    TAIL=20 run flashmla-build "${BUILD_S:-420}" env -C "$FM" FLASH_MLA_DISABLE_SM100=1 MAX_JOBS="${MAX_JOBS:-16}" \
+        NVCC_THREADS="${NVCC_THREADS:-2}" python3 setup.py build_ext --inplace
+    if [ "$RC" -eq 0 ]; then touch "$FM/.kforge-built"
+    else log "flashmla: build not finished (rc=$RC); run the step again while the machine is warm"; fi
+  fi
+  if [ -e "$FM/.kforge-built" ]; then
+    export KFORGE_FLASHMLA_DIR="$FM"
+    TAIL=20 run test-flashmla 150 python3 -m pytest tests/test_peers.py -k flashmla -q -p no:cacheprovider -rs
+    [ -z "${COMPARE:-}" ] || TAIL=20 run compare-flashmla 200 python3 -m benchmarks.compare --kernel mla \
+        --versions "$BEST" --peers flashmla,flashinfer_fa3 --trial decode,spec --rounds 60 \
+        --out "$KF/peers-flashmla.md" --json "$KF/peers-flashmla.json"
+  fi
+  ;;
 trust)
   TAIL=25 run trust-gpu 150 python3 -m pytest -q -rs -p no:cacheprovider tests/test_trust_runtime.py \
       tests/test_trust_sandbox.py tests/adversarial tests/test_timing.py
@@ -135,10 +165,12 @@ trust)
       -p no:cacheprovider --kforge-json="$KF/trial-audit.json"
   ;;
 all)
+  V="${VERSIONS:-all}"
+  case "$V" in part:*)  # checked before anything runs, and said in the step's log
+    V=$(mla_versions "$V" 2>"$KF/part.err") || { log "$(cat "$KF/part.err")"; pack; exit 2; }
+    log "VERSIONS=$VERSIONS: $V" ;; esac
   run doctor 60 python3 -m pytest_kforge.doctor
   S="file://$KF/bench"
-  V="${VERSIONS:-all}"
-  case "$V" in part:*) V=$(mla_versions "$V") || exit 2; log "VERSIONS=$VERSIONS: $V" ;; esac
   name=suite-all
   [ "$V" = all ] || name="suite-all-$(echo "$V" | awk -F, '{print (NF > 1) ? $1 "-" $NF : $1}')"
   if [ -z "${SKIP_COMPARE:-}" ] && [ "$V" != all ] && ! { echo ",$V," | grep -q ",v0," && echo ",$V," | grep -q ",$BEST,"; }; then

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from pytest_kforge.devlog import best_rows, main, render_best
 
 
@@ -60,3 +62,24 @@ def test_cli_refuses_a_version_in_two_parts(tmp_path: Path, capsys) -> None:
     assert main(["best", "--from-json", str(a), str(b)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "v3 is in both" in err
+
+
+def test_cli_reads_gzipped_parts_and_dates_the_run_by_its_first_part(tmp_path: Path, capsys) -> None:
+    import gzip
+
+    a, b = tmp_path / "a.json.gz", tmp_path / "b.JSON"
+    a.write_bytes(gzip.compress(json.dumps({"gpu": "G", "started": "2026-12-04T01:00",
+                                            "results": [_row("v3", "decode", 100, 45)]}).encode()))
+    b.write_text(json.dumps({"gpu": "G", "started": "2026-12-03T23:00", "results": [_row("v9", "decode", 50, 90)]}))
+    assert main(["best", "--from-json", str(a), str(b)]) == 0
+    out = capsys.readouterr().out
+    assert "| v3 |" in out and "| v9 |" in out and "on 2026-12-03 " in out
+
+
+@pytest.mark.parametrize("content", [b"\x1f\x8b\x08\x00garbage-not-deflate", b"[1, 2]", b"\x1f\x8b"])
+def test_cli_broken_parts_are_one_line(tmp_path: Path, capsys, content: bytes) -> None:
+    bad = tmp_path / "bad.json.gz"
+    bad.write_bytes(content)
+    assert main(["best", "--from-json", str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "cannot read" in err

@@ -154,11 +154,14 @@ def test_mla_versions_parts_put_the_cutile_line_first_and_slice_the_rest(tmp_pat
         mla_versions part:2/2
         mla_versions part:4/3 || echo "rc=$?"
         mla_versions part:1/1 || echo "rc=$?"
+        mla_versions part:02/03
+        mla_versions part:2/12 || echo "rc=$?"
         """)
     assert res.stdout.splitlines() == [
         "v0,v1,v2,v10", "v1_cute,v2_cute,v3_cute", "v4_cute,v5_cute,v6_cute,v7_cute",
-        "v1_cute,v2_cute,v3_cute,v4_cute,v5_cute,v6_cute,v7_cute", "rc=2", "rc=2"]
-    assert res.stderr.count("want part:K/N") == 2
+        "v1_cute,v2_cute,v3_cute,v4_cute,v5_cute,v6_cute,v7_cute", "rc=2", "rc=2", "v1_cute,v2_cute,v3_cute",
+        "rc=2"]
+    assert res.stderr.count("want part:K/N") == 2 and "that part has no versions" in res.stderr
 
 
 def test_all_step_expands_a_part_before_the_suite(tmp_path: Path) -> None:
@@ -166,8 +169,84 @@ def test_all_step_expands_a_part_before_the_suite(tmp_path: Path) -> None:
     mla.mkdir(parents=True)
     for name in ("v0", "v1", "v1_cute", "v2_cute"):
         (mla / f"{name}.py").write_text("")
-    log, argv = _all_step(tmp_path, "VERSIONS=part:2/2", "SUITE_S=2", "SKIP_NCU=1", "SKIP_COMPARE=1")
+    log, argv = _all_step(tmp_path, "VERSIONS=part:2/2", "SUITE_S=2", "SKIP_NCU=1", "BEST=v2_cute")
     assert "VERSIONS=part:2/2: v1_cute,v2_cute" in log
     suite = next(a for a in argv if "--kernel-version" in a)
     assert suite[suite.index("--kernel-version") + 1] == "v1_cute,v2_cute"
     assert "--kforge-json=" + str(tmp_path / "kf" / "suite-all-v1_cute-v2_cute.json") in suite
+    # the compare needs v0 and BEST in the same part: judged on the expanded list
+    assert "suite-compare: skipped: VERSIONS=v1_cute,v2_cute lacks v0 or BEST=v2_cute" in log
+
+
+def test_all_step_refuses_a_bad_part_before_running_anything(tmp_path: Path) -> None:
+    mla = tmp_path / "kernels" / "mla"
+    mla.mkdir(parents=True)
+    for name in ("v0", "v1_cute"):
+        (mla / f"{name}.py").write_text("")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "python3"
+    fake.write_text(FAKE_PYTHON.format(python=sys.executable))
+    fake.chmod(0o755)
+    env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "GPU_ENV": "/dev/null",
+           "FAKE_ARGV_LOG": str(tmp_path / "argv.log"), "KF": str(tmp_path / "kf"), "OUT": str(tmp_path / "out")}
+    res = subprocess.run(["bash", str(SCRIPT), "all", "VERSIONS=part:2/3"], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=120, env={**os.environ, **env})
+    assert res.returncode == 2
+    log = (tmp_path / "kf" / "all.log").read_text()
+    assert "VERSIONS=part:2/3: that part has no versions" in log and "doctor" not in log
+    assert (tmp_path / "out" / "kf-all.tgz").exists()
+
+
+FAKE_PYTHON_OK = '''#!{python}
+"""python3 for the flashmla step: every command succeeds and is logged with its working directory."""
+import json, os, sys
+with open(os.environ["FAKE_ARGV_LOG"], "a") as fh:
+    fh.write(json.dumps({{"cwd": os.getcwd(), "argv": sys.argv[1:],
+                          "sm100_off": os.environ.get("FLASH_MLA_DISABLE_SM100")}}) + "\\n")
+'''
+
+
+def _flashmla_step(tmp_path: Path, *args: str) -> tuple[int, str, list[dict]]:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    fake = bin_dir / "python3"
+    fake.write_text(FAKE_PYTHON_OK.format(python=sys.executable))
+    fake.chmod(0o755)
+    argv_log = tmp_path / "argv.log"
+    argv_log.touch()
+    env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "GPU_ENV": "/dev/null", "FAKE_ARGV_LOG": str(argv_log),
+           "KF": str(tmp_path / "kf"), "OUT": str(tmp_path / "out"), "SKIP_SMI": "1",
+           "KFORGE_FLASHMLA_DIR": str(tmp_path / "gpu" / "FlashMLA")}
+    res = subprocess.run(["bash", str(SCRIPT), "flashmla", *args], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=120, env={**os.environ, **env})
+    calls = [json.loads(ln) for ln in argv_log.read_text().splitlines()]
+    return res.returncode, (tmp_path / "kf" / "flashmla.log").read_text(), calls
+
+
+def test_flashmla_step_without_the_bundle_says_how_to_make_it(tmp_path: Path) -> None:
+    rc, log, calls = _flashmla_step(tmp_path)
+    assert rc == 2 and "flashmla: .gpu/flashmla was not carried (make it with bash scripts/flashmla_bundle.sh)" in log
+    assert not any("setup.py" in c["argv"] for c in calls)
+
+
+def test_flashmla_step_builds_once_then_tests_and_compares(tmp_path: Path) -> None:
+    src = tmp_path / "src" / "FlashMLA"
+    src.mkdir(parents=True)
+    (src / "setup.py").write_text("")
+    bundle = tmp_path / ".gpu" / "flashmla"
+    bundle.mkdir(parents=True)
+    subprocess.run(["tar", "cJf", str(bundle / "flashmla-src.tar.xz"), "-C", str(src.parent), "FlashMLA"], check=True)
+    subprocess.run("sha256sum flashmla-src.tar.xz > SHA256SUMS", shell=True, cwd=bundle, check=True)
+    rc, log, calls = _flashmla_step(tmp_path, "BEST=v35_cute", "COMPARE=1")
+    assert rc == 0, log
+    build = next(c for c in calls if "setup.py" in c["argv"])
+    assert build["argv"] == ["setup.py", "build_ext", "--inplace"] and build["sm100_off"] == "1"
+    assert build["cwd"] == str(tmp_path / "gpu" / "FlashMLA") and (tmp_path / "gpu" / "FlashMLA" / ".kforge-built").exists()
+    assert any(c["argv"][:3] == ["-m", "pytest", "tests/test_peers.py"] and "flashmla" in c["argv"] for c in calls)
+    cmp_call = next(c["argv"] for c in calls if "benchmarks.compare" in c["argv"])
+    assert cmp_call[cmp_call.index("--versions") + 1] == "v35_cute" and "flashmla,flashinfer_fa3" in cmp_call
+    # a second call on the same machine does not build again
+    (tmp_path / "argv.log").write_text("")
+    rc, _log, calls = _flashmla_step(tmp_path)
+    assert rc == 0 and not any("setup.py" in c["argv"] for c in calls)

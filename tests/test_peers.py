@@ -41,7 +41,7 @@ def test_flashinfer_skips_with_a_reason_without_gpu() -> None:
 
 def test_unknown_peer_names_the_known_ones() -> None:
     with pytest.raises(KeyError, match="torch_bmm"):
-        get_peer("flashmla")
+        get_peer("flash_decoding_v9")
 
 
 @pytest.mark.parametrize(("backend", "params", "device", "expect"), [
@@ -95,7 +95,7 @@ def test_torch_bmm_contig_never_serves_a_stale_gather() -> None:
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", ["flashinfer_fa3", "flashinfer_fa2", "torch_bmm"])
+@pytest.mark.parametrize("name", ["flashinfer_fa3", "flashinfer_fa2", "flashmla", "torch_bmm"])
 @pytest.mark.parametrize("s", [1, 16])
 def test_peer_matches_the_reference_on_gpu(name: str, s: int) -> None:
     if not torch.cuda.is_available():

@@ -25,8 +25,21 @@ def test_rel_elem_still_fails_a_wrong_element_and_names_it() -> None:
     got[40] += 0.5  # four bf16 steps at ~14.8: wrong, and not the largest value
     res = compare_outputs("out", got, want, Tolerance(max_abs=3e-2, rel_l2=1.0, rel_elem=2**-7))
     assert not res.ok
-    assert res.worst_index == (40,) and "worst error 0.47" in res.message and "2**-7" not in res.message
-    assert "0.0078125 * |want|" in res.message
+    assert res.worst_index == (40,) and "nearest its bound: error 0.47" in res.message
+    assert "0.03 + 0.0078125 * |want|" in res.message
+
+
+def test_the_element_over_its_bound_is_named_not_the_largest_error() -> None:
+    # element 0: the largest error (0.15) but within 0.03 + 2**-7 * 30; element 1: a smaller error
+    # (0.05) over its bound (0.03 + 2**-7 * 1): the one named, and the kernel fails
+    want = torch.tensor([30.0, 1.0, 2.0], dtype=torch.float64)
+    got = want + torch.tensor([0.15, 0.05, 0.0], dtype=torch.float64)
+    res = compare_outputs("out", got, want, Tolerance(max_abs=3e-2, rel_l2=1.0, rel_elem=2**-7))
+    assert not res.ok and res.worst_index == (1,) and res.want == 1.0
+    assert res.max_abs == pytest.approx(0.15)  # the field stays the largest error
+    assert "max abs error 0.15; nearest its bound: error 0.05 at index (1,)" in res.message
+    got[1] = want[1] + 0.03  # now every element is within its own bound
+    assert compare_outputs("out", got, want, Tolerance(max_abs=3e-2, rel_l2=1.0, rel_elem=2**-7)).ok
 
 
 def test_nan_fails_whatever_the_bound() -> None:

@@ -67,6 +67,8 @@ PEERS: dict[str, Peer] = {
              "FlashInfer 0.5.3 BatchMLAPagedAttentionWrapper, backend fa3 (Hopper)"),
         Peer("flashinfer_fa2", "mla", "flashinfer_mla", {"backend": "fa2"},
              "FlashInfer 0.5.3 BatchMLAPagedAttentionWrapper, backend fa2"),
+        Peer("flashmla", "mla", "flashmla", {},
+             "DeepSeek FlashMLA (9241ae3) dense decode, sm90; built from source on the GPU machine"),
     )
 }
 

@@ -254,7 +254,7 @@ class MlaRingProbeSoloSoftmax(MlaSplitSm90SeesawPairC3Early):
     solo_softmax_probe = True
 
 
-#: the probe kinds ``sm90_seesaw_pair_ring_<key>`` (``_cute_host``)
+#: the probe kinds ``sm90_seesaw_pair_ring_<key>`` (``_cute_kinds``)
 PROBES = {"stream": MlaRingProbeStream, "streampf": MlaRingProbeStreamPrefetch, "serial": MlaRingProbeSerial,
           "stream3": MlaRingProbeStream3, "stream1": MlaRingProbeStream1, "serial3": MlaRingProbeSerial3,
           "sonly": MlaRingProbeSOnly, "nosoftmax": MlaRingProbeNoSoftmax, "finite": MlaRingProbeNoSoftmaxFinite,

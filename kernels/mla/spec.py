@@ -51,7 +51,7 @@ class MLADecodeSpec(KernelSpec):
     shrink_param = "b"
     # bf16 output: rounding alone is 2^-9 relative; P in bf16 adds ~3e-3 rel L2.
     tolerances = {
-        "out": Tolerance(max_abs=3e-2, rel_l2=1e-2, rel_elem=2**-7),  # bf16: one step of the value
+        "out": Tolerance(max_abs=3e-2, rel_l2=1e-2, rel_elem=2**-7),  # bf16: one to two steps of the value
         "lse": Tolerance(max_abs=1e-2, rel_l2=1e-3),
     }
 
