@@ -96,18 +96,26 @@ print("fake ok")
 '''
 
 
-def _all_step(tmp_path: Path, *args: str) -> tuple[str, list[list[str]]]:
+def _step(tmp_path: Path, fake_python: str, step: str, *args: str, **env_extra: str) -> subprocess.CompletedProcess[str]:
+    """``bash scripts/h200.sh STEP ARGS`` in ``tmp_path`` with ``fake_python`` as python3 on PATH
+    (each call's argv logged to ``argv.log``)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
     fake = bin_dir / "python3"
-    fake.write_text(FAKE_PYTHON.format(python=sys.executable))
+    fake.write_text(fake_python.format(python=sys.executable))
     fake.chmod(0o755)
-    argv_log = tmp_path / "argv.log"
-    env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "GPU_ENV": "/dev/null", "FAKE_ARGV_LOG": str(argv_log),
-           "KF": str(tmp_path / "kf"), "OUT": str(tmp_path / "out")}
-    res = subprocess.run(["bash", str(SCRIPT), "all", *args], cwd=tmp_path, capture_output=True, text=True,
-                         timeout=120, env={**os.environ, **env})
+    (tmp_path / "argv.log").touch()
+    env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "GPU_ENV": "/dev/null",
+           "FAKE_ARGV_LOG": str(tmp_path / "argv.log"), "KF": str(tmp_path / "kf"), "OUT": str(tmp_path / "out"),
+           **env_extra}
+    return subprocess.run(["bash", str(SCRIPT), step, *args], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120, env={**os.environ, **env})
+
+
+def _all_step(tmp_path: Path, *args: str) -> tuple[str, list[list[str]]]:
+    res = _step(tmp_path, FAKE_PYTHON, "all", *args)
     assert res.returncode == 0, res.stdout + res.stderr
+    argv_log = tmp_path / "argv.log"
     return (tmp_path / "kf" / "all.log").read_text(), [json.loads(ln) for ln in argv_log.read_text().splitlines()]
 
 
@@ -183,15 +191,7 @@ def test_all_step_refuses_a_bad_part_before_running_anything(tmp_path: Path) -> 
     mla.mkdir(parents=True)
     for name in ("v0", "v1_cute"):
         (mla / f"{name}.py").write_text("")
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    fake = bin_dir / "python3"
-    fake.write_text(FAKE_PYTHON.format(python=sys.executable))
-    fake.chmod(0o755)
-    env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "GPU_ENV": "/dev/null",
-           "FAKE_ARGV_LOG": str(tmp_path / "argv.log"), "KF": str(tmp_path / "kf"), "OUT": str(tmp_path / "out")}
-    res = subprocess.run(["bash", str(SCRIPT), "all", "VERSIONS=part:2/3"], cwd=tmp_path, capture_output=True,
-                         text=True, timeout=120, env={**os.environ, **env})
+    res = _step(tmp_path, FAKE_PYTHON, "all", "VERSIONS=part:2/3")
     assert res.returncode == 2
     log = (tmp_path / "kf" / "all.log").read_text()
     assert "VERSIONS=part:2/3: that part has no versions" in log and "doctor" not in log
@@ -208,19 +208,9 @@ with open(os.environ["FAKE_ARGV_LOG"], "a") as fh:
 
 
 def _flashmla_step(tmp_path: Path, *args: str) -> tuple[int, str, list[dict]]:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir(exist_ok=True)
-    fake = bin_dir / "python3"
-    fake.write_text(FAKE_PYTHON_OK.format(python=sys.executable))
-    fake.chmod(0o755)
-    argv_log = tmp_path / "argv.log"
-    argv_log.touch()
-    env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "GPU_ENV": "/dev/null", "FAKE_ARGV_LOG": str(argv_log),
-           "KF": str(tmp_path / "kf"), "OUT": str(tmp_path / "out"), "SKIP_SMI": "1",
-           "KFORGE_FLASHMLA_DIR": str(tmp_path / "gpu" / "FlashMLA")}
-    res = subprocess.run(["bash", str(SCRIPT), "flashmla", *args], cwd=tmp_path, capture_output=True, text=True,
-                         timeout=120, env={**os.environ, **env})
-    calls = [json.loads(ln) for ln in argv_log.read_text().splitlines()]
+    res = _step(tmp_path, FAKE_PYTHON_OK, "flashmla", *args, SKIP_SMI="1",
+                KFORGE_FLASHMLA_DIR=str(tmp_path / "gpu" / "FlashMLA"))
+    calls = [json.loads(ln) for ln in (tmp_path / "argv.log").read_text().splitlines()]
     return res.returncode, (tmp_path / "kf" / "flashmla.log").read_text(), calls
 
 
