@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from types import ModuleType
 from typing import Any
 
-__all__ = ["Peer", "PEERS", "get_peer"]
+__all__ = ["Peer", "PEERS", "get_peer", "same_tensor"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,3 +79,10 @@ def get_peer(name: str) -> Peer:
     except KeyError:
         raise KeyError(f"unknown peer {name!r}; known peers: {', '.join(PEERS)}; "
                        f"add one to benchmarks/peers/__init__.py") from None
+
+
+def same_tensor(ref: Any, ver: int, tensor: Any) -> bool:
+    """Whether ``tensor`` is the object ``ref`` (a weakref) was taken of, unmodified since: torch's
+    in-place version counter still ``ver``.  Peers key their untimed set-up (plans, gathers) on this,
+    never on a pointer alone, which a new tensor can reuse."""
+    return ref is not None and ref() is tensor and ver == tensor._version

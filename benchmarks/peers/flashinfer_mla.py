@@ -37,6 +37,8 @@ import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from benchmarks.peers import same_tensor
+
 D_CKV = 512
 D_KPE = 64
 PAGE = 64
@@ -99,10 +101,6 @@ def notes() -> dict[str, str]:
     return dict(_NOTES)
 
 
-def _same(ref: Any, ver: int, tensor: Any) -> bool:
-    return ref is not None and ref() is tensor and ver == tensor._version
-
-
 def _state(backend: str, device: Any) -> dict[str, Any]:
     import torch
     from flashinfer.mla import BatchMLAPagedAttentionWrapper
@@ -122,7 +120,7 @@ def _kv_views(kv_cache: Any) -> tuple[Any, Any]:
 def _kv_split(st: dict[str, Any], kv_cache: Any) -> tuple[Any, Any]:
     """Contiguous ckv/kpe copies, made once per (unmodified) cache tensor, outside timing."""
     cur = st["split"]
-    if cur is None or not _same(cur["kv"], cur["ver"], kv_cache):
+    if cur is None or not same_tensor(cur["kv"], cur["ver"], kv_cache):
         ckv, kpe = _kv_views(kv_cache)
         cur = st["split"] = {"kv": weakref.ref(kv_cache), "ver": kv_cache._version,
                              "ckv": ckv.contiguous(), "kpe": kpe.contiguous()}
@@ -136,8 +134,8 @@ def _plan(st: dict[str, Any], q: Any, kv_cache: Any, block_table: Any, cache_seq
     b, s, h, _ = q.shape
     key = (b, s, h, float(scale), q.dtype, kv_cache.dtype)
     cur = st["plan"]
-    if (cur is not None and cur["key"] == key and _same(cur["bt"], cur["bt_ver"], block_table)
-            and _same(cur["sl"], cur["sl_ver"], cache_seqlens)):
+    if (cur is not None and cur["key"] == key and same_tensor(cur["bt"], cur["bt_ver"], block_table)
+            and same_tensor(cur["sl"], cur["sl_ver"], cache_seqlens)):
         return cur
     dev = q.device
     lens = cache_seqlens.to(torch.int32)

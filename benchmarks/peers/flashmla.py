@@ -34,6 +34,8 @@ import weakref
 from collections.abc import Mapping
 from typing import Any
 
+from benchmarks.peers import same_tensor
+
 D_V = 512
 PAGE = 64
 DEFAULT_DIR = "/tmp/kforge-gpu/FlashMLA"
@@ -89,16 +91,12 @@ def notes() -> dict[str, str]:
     return dict(_NOTES)
 
 
-def _same(ref: Any, ver: int, tensor: Any) -> bool:
-    return ref is not None and ref() is tensor and ver == tensor._version
-
-
 def _meta(q: Any, kv_cache: Any, block_table: Any, cache_seqlens: Any, causal: bool) -> dict[str, Any]:
     """The scheduling entry for these inputs (a fresh ``FlashMLASchedMeta`` when they changed)."""
     key = (tuple(q.shape), tuple(kv_cache.shape), tuple(block_table.shape), causal, str(q.device))
     cur = _STATE.get("meta")
-    if (cur is not None and cur["key"] == key and _same(cur["sl"], cur["sl_ver"], cache_seqlens)
-            and _same(cur["bt"], cur["bt_ver"], block_table)):
+    if (cur is not None and cur["key"] == key and same_tensor(cur["sl"], cur["sl_ver"], cache_seqlens)
+            and same_tensor(cur["bt"], cur["bt_ver"], block_table)):
         return cur
     sched, _ = _import().get_mla_metadata()
     cur = _STATE["meta"] = {"key": key, "sched": sched, "sl": weakref.ref(cache_seqlens),

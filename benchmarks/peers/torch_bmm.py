@@ -25,6 +25,8 @@ import weakref
 from collections.abc import Mapping
 from typing import Any
 
+from benchmarks.peers import same_tensor
+
 D_V = 512
 PAGE = 64
 
@@ -51,11 +53,8 @@ def _gather(kv_cache: Any, block_table: Any) -> Any:
 
 
 def _cached_rows(kv_cache: Any, block_table: Any) -> Any:
-    hit = (
-        _CACHE.get("kv") is not None
-        and _CACHE["kv"]() is kv_cache and _CACHE["kv_ver"] == kv_cache._version
-        and _CACHE["bt"]() is block_table and _CACHE["bt_ver"] == block_table._version
-    )
+    hit = (same_tensor(_CACHE.get("kv"), _CACHE.get("kv_ver", -1), kv_cache)
+           and same_tensor(_CACHE.get("bt"), _CACHE.get("bt_ver", -1), block_table))
     if not hit:
         _CACHE.clear()
         _CACHE.update(kv=weakref.ref(kv_cache), kv_ver=kv_cache._version, bt=weakref.ref(block_table),
