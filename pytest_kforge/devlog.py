@@ -79,6 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     b.add_argument("--command", default="pytest --kernel mla --kernel-version all", help="the command that measured it")
     args = ap.parse_args(argv)
     parts: list[dict[str, Any]] = []
+    seen: dict[str, Path] = {}  # version -> the part it came from
     for path in args.from_json:
         try:
             raw = path.read_bytes()
@@ -89,8 +90,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"devlog: cannot read {path}: {exc}; pass a file written by --kforge-json", file=sys.stderr)
             return 2
         parts.append(data)
-    seen: dict[str, Path] = {}
-    for path, data in zip(args.from_json, parts):
         for v in sorted({r.get("version") for r in data.get("results", [])} - {None}):
             if v in seen and seen[v] != path:
                 print(f"devlog: version {v} is in both {seen[v]} and {path}; pass the parts of one run, "

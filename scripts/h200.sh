@@ -69,11 +69,10 @@ mla_versions() { local all k n
   case "$1" in
     all) echo "$all" | paste -sd, - ;;
     part:*/*) k=${1#part:}; n=${k#*/}; k=${k%/*}
-      if ! [[ "$k" =~ ^[0-9]+$ && "$n" =~ ^[0-9]+$ ]] || [ $((10#$n)) -lt 2 ] || [ $((10#$k)) -lt 1 ] ||
-         [ $((10#$k)) -gt $((10#$n)) ]; then
+      [[ "$k" =~ ^[0-9]+$ && "$n" =~ ^[0-9]+$ ]] && k=$((10#$k)) && n=$((10#$n))  # 10#: "08" is not octal
+      if ! [[ "$k" =~ ^[0-9]+$ && "$n" =~ ^[0-9]+$ ]] || [ "$n" -lt 2 ] || [ "$k" -lt 1 ] || [ "$k" -gt "$n" ]; then
         echo "VERSIONS=$1: want part:K/N with 1 <= K <= N and N >= 2 (part 1 is v0 and the cuTile line)" >&2
         return 2; fi
-      k=$((10#$k)); n=$((10#$n))
       local sel
       if [ "$k" -eq 1 ]; then sel=$(echo "$all" | { grep -v _ || true; } | paste -sd, -)
       else sel=$(echo "$all" | { grep _ || true; } | awk -v k=$((k - 1)) -v n=$((n - 1)) '{v[NR] = $0}
@@ -119,7 +118,7 @@ cutile)
   TAIL=40 run sweep "${SWEEP_S:-260}" python3 kernels/mla/_cutile_sweep.py --budget "${SWEEP_BUDGET:-200}" ${SWEEP_ONLY:+--only "$SWEEP_ONLY"}
   [ -n "${SKIP_SUITE:-}" ] && { pack; exit 0; }
   cp "$OUT"/cutile_sweep.* "$KF"/ 2>/dev/null
-  V=$(ls kernels/mla | sed -n 's/^\(v[0-9][0-9]*\)\.py$/\1/p' | sort -V | paste -sd, -)
+  V=$(mla_versions part:1/2)  # v0 and the cuTile line
   TAIL=30 run suite-cutile 300 python3 -m pytest --kernel mla --kernel-version "$V" -p no:cacheprovider -rs \
       --kforge-examples 8 --kforge-json="$KF/suite-cutile.json"
   ;;
