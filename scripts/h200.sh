@@ -143,6 +143,9 @@ flashmla)
       (cd .gpu/flashmla && sha256sum -c --quiet SHA256SUMS) || { log "flashmla: .gpu/flashmla is damaged (checksum)"; pack; exit 2; }
       mkdir -p "$(dirname "$FM")" && tar xJf .gpu/flashmla/flashmla-src.tar.xz -C "$(dirname "$FM")"
     fi
+    # CUDA 13 keeps CCCL (cuda/std/...) under include/cccl, which nvcc adds itself but g++ (api.cpp) does not
+    cccl=$(dirname "$(dirname "$(command -v nvcc)")")/include/cccl
+    [ ! -d "$cccl" ] || export CPLUS_INCLUDE_PATH="$cccl${CPLUS_INCLUDE_PATH:+:$CPLUS_INCLUDE_PATH}"
     TAIL=20 run flashmla-build "${BUILD_S:-420}" env -C "$FM" FLASH_MLA_DISABLE_SM100=1 MAX_JOBS="${MAX_JOBS:-16}" \
         NVCC_THREADS="${NVCC_THREADS:-2}" python3 setup.py build_ext --inplace
     if [ "$RC" -eq 0 ]; then touch "$FM/.kforge-built"
