@@ -22,8 +22,8 @@ Mapping of our contract onto FlashMLA's (``flash_mla/flash_mla_interface.py`` at
   (metadata kernel, allocations) runs in :func:`prepare`, untimed.
 * outputs: FlashMLA allocates its own ``out`` and ``lse`` and has no argument to write into
   ours, so ``run`` copies them into the buffers the harness passed, inside the timed call (at
-  b=32: 4.2 MB of ``out`` on decode, 67 MB on spec; :func:`notes` says so).  Its ``lse`` is
-  ``[b, h, s]`` in natural log, like ours.
+  b=32: 4.2 MB of ``out`` on decode, 67 MB on spec); :func:`notes` gives FlashMLA's call
+  alone, timed the same way, beside it.  Its ``lse`` is ``[b, h, s]`` in natural log, like ours.
 """
 
 from __future__ import annotations
@@ -129,31 +129,19 @@ def prepare(q: Any, kv_cache: Any, block_table: Any, cache_seqlens: Any, softmax
     entry = _meta(q, kv_cache, block_table, cache_seqlens, int(q.shape[1]) > 1)
     if entry["called"]:
         return
-    o, l = _call(q, kv_cache, block_table, cache_seqlens, softmax_scale)
+    _call(q, kv_cache, block_table, cache_seqlens, softmax_scale)
     b, s, h, _ = q.shape
     mb = b * s * h * D_V * q.element_size() / 1e6
-    copy = f"; the copy alone: {_copy_us(o, l):.1f} us (median of 20, CUDA events, warm L2)" if q.is_cuda else ""
+    alone = ""
+    if q.is_cuda:
+        from pytest_kforge.timing import median_device_us
+
+        # the row's conditions (L2 flushed before each round), so a reader sees what the copy costs
+        us = median_device_us(lambda: _call(q, kv_cache, block_table, cache_seqlens, softmax_scale),
+                              device=str(q.device), rounds=20)
+        alone = f"; FlashMLA's call alone, without the copy: {us:.1f} us (the same timer, L2 flushed, median of 20)"
     _NOTES["out"] = (f"FlashMLA writes its own out/lse; they are copied into the harness's buffers inside "
-                     f"the timed call ({mb:.1f} MB of out read and written at b={b}, s={s}{copy})")
-
-
-def _copy_us(o: Any, l: Any) -> float:
-    """Device time of run()'s two copies, so a reader can take them off FlashMLA's figure."""
-    import statistics
-
-    import torch
-
-    out, lse = torch.empty_like(o), torch.empty_like(l)
-    times = []
-    for _ in range(21):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        out.copy_(o)
-        lse.copy_(l)
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1e3)
-    return statistics.median(times[1:])
+                     f"the timed call ({mb:.1f} MB of out read and written at b={b}, s={s}{alone})")
 
 
 def run(q: Any, kv_cache: Any, block_table: Any, cache_seqlens: Any, softmax_scale: float, *,
