@@ -25,7 +25,9 @@ RING_PROBES = tuple(f"sm90_seesaw_pair_ring_{k}" for k in (
 TRACEABLE = ("sm90_seesaw_ownp_evict", "sm90_seesaw_pair_bf16", "sm90_seesaw_pair_soft1", "sm90_seesaw_pair_early",
              "sm90_seesaw_pair_vrfirst", "sm90_seesaw_pair_tmao", "sm90_seesaw_pair_ilp", "sm90_seesaw_pair_prov",
              "sm90_seesaw_pair_provfirst", "sm90_seesaw_pair_pinter", "sm90_seesaw_pair_c3", "sm90_seesaw_pair_c1",
-             "sm90_seesaw_pair_c3early", "sm90_seesaw_pair_c3own", "sm90_seesaw_pair_c3split") + RING_PROBES
+             "sm90_seesaw_pair_c3early", "sm90_seesaw_pair_c3own", "sm90_seesaw_pair_c3split", "sm90_seesaw_pair_c3freea",
+             "sm90_seesaw_pair_c3m0", "sm90_seesaw_pair_c3freem0", "sm90_seesaw_pair_c3pv", "sm90_seesaw_pair_c3m0pv"
+             ) + RING_PROBES
 #: the kernel kinds a version can name
 KINDS = ("sm80", "sm80_dedup", "sm90", "sm90_pvfirst", "sm90_lazy", "sm90_bf16p", "sm90_seesaw",
          "sm90_seesaw_chunked", "sm90_seesaw_fused", "sm90_seesaw_early", "sm90_seesaw_wcomb", "sm90_seesaw_pf",
@@ -35,7 +37,8 @@ KINDS = ("sm80", "sm80_dedup", "sm90", "sm90_pvfirst", "sm90_lazy", "sm90_bf16p"
          "sm90_seesaw_pair_vrfirst", "sm90_seesaw_pair_tmao", "sm90_seesaw_pair_ilp", "sm90_seesaw_pair_prov",
          "sm90_seesaw_pair_provfirst", "sm90_seesaw_pair_pinter", "sm90_seesaw_pair_c3", "sm90_seesaw_pair_c1",
          "sm90_seesaw_pair_c3early", "sm90_seesaw_pair_persist", "sm90_seesaw_pair_c3own",
-         "sm90_seesaw_pair_c3split") + RING_PROBES + tuple(f"{k}_trace" for k in TRACEABLE)
+         "sm90_seesaw_pair_c3split", "sm90_seesaw_pair_c3freea", "sm90_seesaw_pair_c3m0",
+         "sm90_seesaw_pair_c3freem0", "sm90_seesaw_pair_c3pv", "sm90_seesaw_pair_c3m0pv") + RING_PROBES + tuple(f"{k}_trace" for k in TRACEABLE)
 
 
 def check_kind(kind: str) -> None:
@@ -108,7 +111,12 @@ def kernel_class(kind: str) -> Any:
                     "sm90_seesaw_pair_c1": sp.MlaSplitSm90SeesawPairC1,
                     "sm90_seesaw_pair_c3early": sp.MlaSplitSm90SeesawPairC3Early,
                     "sm90_seesaw_pair_c3own": sp.MlaSplitSm90SeesawPairOwnChunks,
-                    "sm90_seesaw_pair_c3split": sp.MlaSplitSm90SeesawPairOwnChunksSplit}[kind]
+                    "sm90_seesaw_pair_c3split": sp.MlaSplitSm90SeesawPairOwnChunksSplit,
+                    "sm90_seesaw_pair_c3freea": sp.MlaSplitSm90SeesawPairFreeA,
+                    "sm90_seesaw_pair_c3m0": sp.MlaSplitSm90SeesawPairM0First,
+                    "sm90_seesaw_pair_c3freem0": sp.MlaSplitSm90SeesawPairFreeAM0,
+                    "sm90_seesaw_pair_c3pv": sp.MlaSplitSm90SeesawPairPvFirst,
+                    "sm90_seesaw_pair_c3m0pv": sp.MlaSplitSm90SeesawPairM0PvFirst}[kind]
         return {
             "sm90_seesaw": ss.MlaSplitSm90Seesaw, "sm90_seesaw_chunked": ss.MlaSplitSm90SeesawChunked,
             "sm90_seesaw_early": ss.MlaSplitSm90SeesawEarly,

@@ -35,7 +35,7 @@ import cutlass.cute as cute
 import cutlass.pipeline as pipeline
 from cutlass.cute.nvgpu import warpgroup
 
-from kforge_kernels.mla._cute_seesaw_ops import BAR_S0, BAR_S1, BAR_SOLO, BAR_SUM, BAR_VR, BAR_WG, WG, SeesawOps
+from kforge_kernels.mla._cute_seesaw_ops import BAR_M0, BAR_S0, BAR_S1, BAR_SOLO, BAR_SUM, BAR_VR, BAR_WG, WG, SeesawOps
 from kforge_kernels.mla._cute_sm90 import MlaSplitSm90
 from kforge_kernels.mla._cute_sm90_parts import BLOCK_M, CONSUMERS, D_QK, D_V, PAGE, _mn_view, _quad_reduce
 
@@ -62,6 +62,15 @@ class MlaSplitSm90Seesaw(SeesawOps, MlaSplitSm90):
     #: WG0 gives page A's chunks outside its O columns back right after S_A (v37_cute; with ``chunk_order``
     #: those load first).  Not page B's: its last chunk holds P_B, which WG0's P_B V_BL reads from there
     release_unread = False
+    #: WG1 gives back page A's chunks it never reads (outside its O columns and P_A's RoPE block) right after
+    #: barrier S0 (v39_cute): their last reader is then WG0's P_A V_AL, so they refill ~1,000 cycles sooner
+    wg1_free_unread_a = False
+    #: WG0 publishes m0 (barrier M0) before it converts and stores P_A (barrier S0), so WG1's max adoption and
+    #: O_R rescale run beside the P store instead of after it (v40_cute)
+    m0_first = False
+    #: WG0 issues P_A V_AL (P from registers) before it stores P_A for WG1 and arrives on S0 (v42_cute): run 15's
+    #: probe had the tensor pipe idle from S_B's end until P_A V_AL, ~400 cycles per pair
+    wg0_pv_first = False
     #: probe only (``_cute_ringprobe``): WG1 issues S_B only after WG0's page-A softmax arithmetic
     solo_softmax_probe = False
     #: WG0 issues P_A V_AL only after WG1 issued P_A V_AR, so WG1's issue never waits behind it (v27_cute)
@@ -134,6 +143,12 @@ class MlaSplitSm90Seesaw(SeesawOps, MlaSplitSm90):
         if cutlass.const_expr(self.release_unread and (self.early_issue or self.early_release)):
             raise ValueError(f"{type(self).__name__}: release_unread cannot run with early_issue / early_release "
                              "(each would give page chunks back a second time in one pass); turn one off.")
+        if cutlass.const_expr(self.wg1_free_unread_a and (self.early_issue or self.early_release)):
+            raise ValueError(f"{type(self).__name__}: wg1_free_unread_a cannot run with early_issue / early_release "
+                             "(WG1 would give page A's chunks back twice in one pass); turn one off.")
+        if cutlass.const_expr(self.wg0_pv_first and (self.vr_first or not self.own_p_rs)):
+            raise ValueError(f"{type(self).__name__}: wg0_pv_first needs own_p_rs (P_A from registers) and no "
+                             "vr_first (which makes P_A V_AL wait for WG1's issue); change one.")
         if cutlass.const_expr(looping):
             acc_O.fill(0.0)
         s_shape = thr_qk.partition_shape_C((BLOCK_M, PAGE))
@@ -184,21 +199,29 @@ class MlaSplitSm90Seesaw(SeesawOps, MlaSplitSm90):
                     cute.arch.barrier_arrive(barrier_id=BAR_SOLO, number_of_threads=CONSUMERS)
                 for r in cutlass.range_constexpr(n_rows):
                     sh[0, tScS_mn[r, 0][0]] = m_run[r]
+                if cutlass.const_expr(self.m0_first):
+                    cute.arch.barrier_arrive(barrier_id=BAR_M0, number_of_threads=CONSUMERS)
                 rPa = self._bf16(acc_S)
+                if cutlass.const_expr(self.wg0_pv_first):
+                    # P_A V_AL (P from registers) into the tensor pipe first, then P_A into shared memory for WG1
+                    self._rescale(acc_O, scale)
+                    self._pv(kv_pipe, pv_rs, acc_O, self._p_operand(rPa, frag_layout), tOrV, 0, ph, 0)
+                    self._ev(mSem, ctid, c, k, 4)  # P_A V_AL issued
                 self._store_p(rPa, tPsP[None, None, None, 0], c)
                 self._ev(mSem, ctid, c, k, 9)  # P stored and fenced
                 cute.arch.barrier_arrive(barrier_id=BAR_S0, number_of_threads=CONSUMERS)
                 self._ev(mSem, ctid, c, k, 3)  # P_A and m0 published
-                self._rescale(acc_O, scale)
-                if cutlass.const_expr(self.vr_first):
-                    # a wgmma issue waits while the other warpgroup's wgmmas run: let WG1 queue its
-                    # P_A V_AR first, so page B's softmax behind it starts at once
-                    cute.arch.barrier(barrier_id=BAR_VR, number_of_threads=CONSUMERS)
-                if cutlass.const_expr(self.own_p_rs):
-                    self._pv(kv_pipe, pv_rs, acc_O, self._p_operand(rPa, frag_layout), tOrV, 0, ph, 0)
-                else:
-                    self._pv(kv_pipe, pv_mma, acc_O, tOrP[None, None, None, 0], tOrV, 0, ph, 0)
-                self._ev(mSem, ctid, c, k, 4)  # P_A V_AL issued
+                if cutlass.const_expr(not self.wg0_pv_first):
+                    self._rescale(acc_O, scale)
+                    if cutlass.const_expr(self.vr_first):
+                        # a wgmma issue waits while the other warpgroup's wgmmas run: let WG1 queue its
+                        # P_A V_AR first, so page B's softmax behind it starts at once
+                        cute.arch.barrier(barrier_id=BAR_VR, number_of_threads=CONSUMERS)
+                    if cutlass.const_expr(self.own_p_rs):
+                        self._pv(kv_pipe, pv_rs, acc_O, self._p_operand(rPa, frag_layout), tOrV, 0, ph, 0)
+                    else:
+                        self._pv(kv_pipe, pv_mma, acc_O, tOrP[None, None, None, 0], tOrV, 0, ph, 0)
+                    self._ev(mSem, ctid, c, k, 4)  # P_A V_AL issued
                 if cutlass.const_expr(self.early_release or self.wg0_early_release):
                     # WG0 has nothing to do until P_B arrives: let page A's V_L blocks go as soon as
                     # P_A V_AL is done, not after the barrier (the next page A loads ~1,000 cycles sooner)
@@ -257,9 +280,18 @@ class MlaSplitSm90Seesaw(SeesawOps, MlaSplitSm90):
                     prov = self._softmax_provisional(acc_S, tScS_mn, pa + 1, first_masked_pos, m_block, scale_log2,
                                                      m_run)
                     self._ev(mSem, ctid, c, k, 8)  # softmax arithmetic done (against its own max)
+                if cutlass.const_expr(self.m0_first):
+                    # m0 only: adopt it and rescale O_R while WG0 still converts and stores P_A
+                    cute.arch.barrier(barrier_id=BAR_M0, number_of_threads=CONSUMERS)
+                    self._adopt_max(sh, 0, tScS_mn, scale_log2, m_run, row_sum, scale)
+                    self._rescale(acc_O, scale)
                 cute.arch.barrier(barrier_id=BAR_S0, number_of_threads=CONSUMERS)
                 self._ev(mSem, ctid, c, k, 3)  # P_A and m0 arrived
-                self._adopt_max(sh, 0, tScS_mn, scale_log2, m_run, row_sum, scale)
+                if cutlass.const_expr(self.wg1_free_unread_a):
+                    # S0 also says WG0 gave back its previous pass of page A, so these arrivals count for this pass
+                    self._release_blocks(kv_pipe, 0, ph, self._wg1_unread_a())
+                if cutlass.const_expr(not self.m0_first):
+                    self._adopt_max(sh, 0, tScS_mn, scale_log2, m_run, row_sum, scale)
                 if cutlass.const_expr(self.wg1_softmax_first):
                     # v25_cute: page B's softmax before any P V is queued (_cute_seesaw_soft1)
                     self._wg1_softmax_first(kv_pipe, pv_rs, acc_S, acc_O, tPsP, tOrV, tScS_mn, frag_layout, sh, m_run,
@@ -273,7 +305,8 @@ class MlaSplitSm90Seesaw(SeesawOps, MlaSplitSm90):
                         rPb = self._publish_b_provisional(acc_S, tScS_mn, tPsP, sh, prov, has_b, scale_log2, m_run,
                                                           row_sum, scale_b, c, mSem, ctid, k)
                         self._ev(mSem, ctid, c, k, 5)  # P_B and m1 published
-                    self._rescale(acc_O, scale)
+                    if cutlass.const_expr(not self.m0_first):
+                        self._rescale(acc_O, scale)
                     self._pv(kv_pipe, pv_mma, acc_O, tOrP[None, None, None, 0], tOrV, 0, ph, 1)
                     self._ev(mSem, ctid, c, k, 4)  # P_A V_AR issued
                     if cutlass.const_expr(self.vr_first):
@@ -291,7 +324,7 @@ class MlaSplitSm90Seesaw(SeesawOps, MlaSplitSm90):
                                                   scale_log2, m_run, row_sum, scale, c, mSem, ctid, k)
                         self._ev(mSem, ctid, c, k, 5)  # P_B and m1 published
                     warpgroup.wait_group(0)  # P_A V_AR
-                    self._release_blocks(kv_pipe, 0, ph, self._wg1_rest())
+                    self._release_blocks(kv_pipe, 0, ph, self._wg1_rest(0))
                     self._ev(mSem, ctid, c, k, 6)  # P_A V_AR done
                     self._rescale(acc_O, scale_b)
                     if has_b:

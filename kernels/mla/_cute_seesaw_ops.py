@@ -22,6 +22,8 @@ BAR_S0, BAR_S1, BAR_SUM, BAR_WG = 4, 5, 6, 7
 BAR_VR = 9
 #: WG0's page-A softmax is done (the solo-softmax probe only: S_B waits for it)
 BAR_SOLO = 10
+#: m0 published, P_A not yet (``m0_first``, v40_cute)
+BAR_M0 = 11
 
 
 def _tree_sum(vals: list):
@@ -148,11 +150,18 @@ class SeesawOps:
         """The blocks of page A WG0 gives back after its P_A V_AL: all, or (``release_unread``) its O columns'."""
         return self._blocks(0) if self.release_unread else self._blocks()
 
-    def _wg1_rest(self) -> tuple[int, ...]:
-        """The blocks WG1 gives back after its P V: all, or (early_release) those it did not give back after S."""
+    def _wg1_rest(self, stage: int = 1) -> tuple[int, ...]:
+        """The blocks of the page in ``stage`` WG1 gives back after its P V: all, or those it did not give back
+        before (``early_release``: after S; ``wg1_free_unread_a``: page A's unread ones after barrier S0)."""
         if self.early_release:
             return tuple(j for j in self._blocks() if j not in self._blocks(0))
+        if self.wg1_free_unread_a and stage == 0:
+            return tuple(j for j in self._blocks() if j not in self._wg1_unread_a())
         return self._blocks()
+
+    def _wg1_unread_a(self) -> tuple[int, ...]:
+        """Page A's blocks WG1 never reads: none of its O columns (V_AR) nor P_A's RoPE block (dims D_V..)."""
+        return tuple(j for j in self._unread(1) if j != D_V // (D_QK // self.kv_chunks))
 
     @cute.jit
     def _release(self, kv_pipe, stage: cutlass.Constexpr, ph):

@@ -210,6 +210,37 @@ class MlaSplitSm90SeesawPairOwnChunksSplit(MlaSplitSm90SeesawPairOwnChunks):
         return (2, 0, 1) if self.pair else ()
 
 
+class MlaSplitSm90SeesawPairFreeA(MlaSplitSm90SeesawPairC3Early):
+    """v39_cute: v35_cute with WG1 giving back page A's chunk it never reads right after barrier S0
+    (``wg1_free_unread_a``)."""
+
+    wg1_free_unread_a = True
+
+
+class MlaSplitSm90SeesawPairM0First(MlaSplitSm90SeesawPairC3Early):
+    """v40_cute: v35_cute with m0 published before P_A (``m0_first``)."""
+
+    m0_first = True
+
+
+class MlaSplitSm90SeesawPairFreeAM0(MlaSplitSm90SeesawPairFreeA):
+    """v41_cute: v39_cute and v40_cute together."""
+
+    m0_first = True
+
+
+class MlaSplitSm90SeesawPairPvFirst(MlaSplitSm90SeesawPairC3Early):
+    """v43_cute: v35_cute with WG0's P_A V_AL issued before P_A is stored for WG1 (``wg0_pv_first``)."""
+
+    wg0_pv_first = True
+
+
+class MlaSplitSm90SeesawPairM0PvFirst(MlaSplitSm90SeesawPairM0First):
+    """v42_cute: v40_cute (m0 before P_A) with WG0's P_A V_AL issued before P_A is stored (``wg0_pv_first``)."""
+
+    wg0_pv_first = True
+
+
 class MlaSplitSm90SeesawPairC1(MlaSplitSm90SeesawPairTmaO):
     """v28_cute with one barrier per page (``kv_chunks = 1``): S waits for the whole page."""
 
