@@ -140,7 +140,8 @@ def test_stagger_pairs_equal_seesaw(n_pages: int) -> None:
 def test_softmax_first_wg1_equals_seesaw(n_pages: int) -> None:
     """v25_cute (_cute_seesaw_soft1): WG1 runs page B's softmax first, moves O_R to m1 in one rescale and
     reads P_A back scaled by e(m0 - m1) -- the WG1 algebra of ``_stagger`` (WG1 does the P_A scaling
-    there too; who multiplies does not change the sum), with WG0 unchanged.  Odd page counts cover
+    there too; who multiplies does not change the sum), with WG0 unchanged.  v44_cute (_cute_seesaw_bfirst) is
+    ``_stagger``'s algebra with WG0 doing the multiply, so this also covers it.  Odd page counts cover
     the pair without page B (all -inf S_B: scale 1, P_B 0)."""
     rng = np.random.default_rng(30 + n_pages)
     rows, page, dv = 10, 8, 6
