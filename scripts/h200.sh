@@ -13,6 +13,7 @@
 #   bash scripts/h200.sh trust             # trust/adversarial tests on the GPU
 #   bash scripts/h200.sh cute VERSIONS=v4_cute   # (cute staged) CuTe self-check + harness suite (+ ncu)
 #   bash scripts/h200.sh flashmla BEST=v35_cute COMPARE=1   # (.gpu/flashmla carried) build the FlashMLA peer, test, compare
+#                                          # (SIDE=1: + BEST vs FlashMLA under ncu --set full, pytest_kforge.profile.side)
 #
 # Time: a device call ends at 600 s, and a step killed there brings nothing back (the packing
 # below never runs).  So the whole step gets STEP_S seconds (default 540, counted from the
@@ -157,6 +158,9 @@ flashmla)
     [ -z "${COMPARE:-}" ] || TAIL=20 run compare-flashmla 200 python3 -m benchmarks.compare --kernel mla \
         --versions "$BEST" --peers flashmla,flashinfer_fa3 --trial decode,spec --rounds 60 \
         --out "$KF/peers-flashmla.md" --json "$KF/peers-flashmla.json"
+    # SIDE=1: BEST's and FlashMLA's spec kernels side by side under ncu --set full (~1-2 min)
+    [ -z "${SIDE:-}" ] || TAIL=60 run side-flashmla 240 python3 -m pytest_kforge.profile.side --kernel mla \
+        --trial "${SIDE_TRIAL:-spec}" --candidates "$BEST,peer:flashmla" --out "$KF/side-${SIDE_TRIAL:-spec}"
   fi
   ;;
 trust)

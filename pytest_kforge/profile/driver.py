@@ -1,6 +1,10 @@
 """The program ncu profiles: one version, one trial config, one call inside the NVTX range.
 
     python -m pytest_kforge.profile.driver --kernel mla --version v1 --trial decode
+    python -m pytest_kforge.profile.driver --kernel mla --version peer:flashmla --trial spec
+
+A ``peer:NAME`` version is one of the repository's peers (``benchmarks/peers``, run from the
+repository root): its ``prepare`` runs once before the warm-up, so ncu sees only its timed call.
 
 Builds the spec's inputs once on the GPU, calls the version ``--warmup`` times outside any NVTX
 range (JIT compilation, autotuning and allocator warm-up happen there), synchronises, then calls
@@ -25,6 +29,37 @@ EXIT_OK, EXIT_ARGS, EXIT_UNSUPPORTED, EXIT_NO_GPU, EXIT_RAISED, EXIT_TOOLCHAIN =
 
 def _say(msg: str) -> None:
     print(f"KFORGE-DRIVER: {msg}", file=sys.stderr, flush=True)
+
+
+class _PeerVersion:
+    """A peer (``benchmarks.peers``) with the few attributes of a registry version the driver uses."""
+
+    def __init__(self, kernel: str, name: str, kernels_dir: str | None, device: str) -> None:
+        try:
+            from benchmarks.peers import get_peer
+        except ImportError as exc:
+            raise ValueError(f"peer:{name} needs the repository's benchmarks package ({exc}); "
+                             f"run the driver from the repository root") from exc
+        from pytest_kforge.registry import load_kernel
+
+        self.peer = get_peer(name)
+        if self.peer.kernel != kernel:
+            raise ValueError(f"peer {name!r} is for kernel {self.peer.kernel!r}, not {kernel!r}")
+        self.spec = load_kernel(kernel, kernels_dir).spec
+        self.config: dict = {}
+        self.device = device
+        self.module = None  # no ahead-of-time prepare(params, config) hook
+
+    def toolchain_missing(self) -> Exception | None:
+        why = self.peer.available()
+        return None if why is None else RuntimeError(why)
+
+    def supports(self, params) -> str | None:
+        check = getattr(self.peer.load(), "supports", None)
+        return check(params, device=self.device, config=dict(self.peer.config)) if check else None
+
+    def fn(self, *, config=None, **tensors):
+        return self.peer.run(**tensors)
 
 
 def _median_us(version, inputs, outputs, config, n: int) -> float:
@@ -63,7 +98,10 @@ def main(argv: list[str] | None = None) -> int:
     from pytest_kforge.registry import _PKG, load_version
 
     try:
-        version = load_version(args.kernel, args.version, args.kernels_dir)
+        if args.version.startswith("peer:"):
+            version = _PeerVersion(args.kernel, args.version.removeprefix("peer:"), args.kernels_dir, args.device)
+        else:
+            version = load_version(args.kernel, args.version, args.kernels_dir)
         trial = version.spec.trial(args.trial)
         if args.params:
             trial = trial.with_params(**{k.strip(): int(v) for k, v in
@@ -97,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
         prepare = getattr(version.module, "prepare", None)
         if callable(prepare):  # ahead-of-time compile, when the version offers it
             prepare(dict(trial.params), config)
+        if isinstance(version, _PeerVersion):
+            version.peer.prepare(**inputs)  # plans, metadata, JIT: untimed, outside the range
         for _ in range(max(0, args.warmup)):
             version.fn(**inputs, **outputs, config=config)
         sync()

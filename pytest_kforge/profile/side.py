@@ -1,0 +1,149 @@
+"""Side by side under ncu's full section set: where one candidate's kernels spend what another's do not.
+
+    python -m pytest_kforge.profile.side --kernel mla --trial spec --candidates v35_cute,peer:flashmla \\
+        --out reports/side/mla-spec
+
+The profile contract (:mod:`pytest_kforge.profile.run`) reads a fixed, small metric set per version;
+when a peer is faster on the same trial, the question is *where*: instructions per tile, shared-memory
+wavefronts, issue stalls, the clock the SMs ran at.  For each candidate (a version, or ``peer:NAME``
+from ``benchmarks/peers``) this runs the profile driver once under ``ncu --set full`` (clocks not
+locked, caches flushed, only the kernels of the one call in the driver's NVTX range), exports the
+raw page, and writes ``side.md``: one column per kernel, rows for the curated metrics below plus
+every warp-stall reason and pipe utilisation ncu reported, largest first.  Raw CSVs and ``.ncu-rep``
+files stay beside it (the latter are git-ignored).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from .command import NVTX_INCLUDE, driver_command, export_csv_command
+from .parse import KernelRecord, parse_raw_csv
+
+__all__ = ["CURATED", "side_command", "metric_rows", "render", "main"]
+
+#: (raw ncu metric, label), shown first when a kernel reports it
+CURATED: tuple[tuple[str, str], ...] = (
+    ("gpu__time_duration.sum", "duration"),
+    ("sm__cycles_elapsed.avg.per_second", "SM clock"),
+    ("launch__grid_size", "grid"),
+    ("launch__block_size", "block"),
+    ("launch__registers_per_thread", "registers / thread"),
+    ("sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active", "tensor pipe busy"),
+    ("smsp__inst_executed.sum", "warp instructions"),
+    ("smsp__issue_active.avg.pct_of_peak_sustained_active", "issue slots busy"),
+    ("sm__warps_active.avg.pct_of_peak_sustained_active", "achieved occupancy"),
+    ("l1tex__data_pipe_lsu_wavefronts_mem_shared.sum", "smem wavefronts (LSU)"),
+    ("l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum", "smem bank conflicts (LSU)"),
+    ("dram__bytes_read.sum", "DRAM read"),
+    ("lts__t_bytes.sum", "L2 traffic"),
+)
+#: metric families listed whole (prefix, suffix, label prefix)
+FAMILIES: tuple[tuple[str, str, str], ...] = (
+    ("smsp__average_warps_issue_stalled_", "_per_issue_active.ratio", "stall: "),
+    ("sm__inst_executed_pipe_", ".avg.pct_of_peak_sustained_active", "pipe: "),
+)
+
+
+def side_command(kernel: str, candidate: str, trial: str, *, out: str | Path, ncu: str = "ncu",
+                 python: str | None = None, kernels_dir: str | Path | None = None) -> list[str]:
+    """``ncu --set full`` over the driver's one call of ``candidate`` (``vN`` or ``peer:NAME``)."""
+    out = str(out).removesuffix(".ncu-rep")
+    return [ncu, "--target-processes", "all", "--clock-control", "none", "--cache-control", "all",
+            "--replay-mode", "kernel", "--nvtx", "--nvtx-include", NVTX_INCLUDE, "--set", "full",
+            "--force-overwrite", "--export", out,
+            *driver_command(kernel, candidate, trial, kernels_dir=kernels_dir, python=python)]
+
+
+def _short(name: str) -> str:
+    """A kernel's name without template arguments and namespaces, cut to 40 characters."""
+    base = name.split("(")[0].split("<")[0].replace("void ", "").strip()
+    return base.rsplit("::", 1)[-1][:40]
+
+
+def metric_rows(records: Sequence[KernelRecord]) -> list[tuple[str, str]]:
+    """(raw metric, label) rows for these kernels: the curated ones they report, then each family's
+    members with a non-zero value anywhere, largest first."""
+    have = set().union(*(r.raw for r in records)) if records else set()
+    rows = [(m, label) for m, label in CURATED if m in have]
+    for prefix, suffix, tag in FAMILIES:
+        members = [m for m in have if m.startswith(prefix) and m.endswith(suffix)]
+        top = {m: max((r.raw.get(m, (None, ""))[0] or 0.0) for r in records) for m in members}
+        rows += [(m, tag + m[len(prefix):-len(suffix)]) for m in sorted(members, key=lambda m: -top[m]) if top[m] > 0]
+    return rows
+
+
+def _cell(value: float | None, unit: str) -> str:
+    if value is None:
+        return "-"
+    text = f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
+    return f"{text} {unit}".strip()
+
+
+def render(by_candidate: Mapping[str, Sequence[KernelRecord]], *, kernel: str, trial: str) -> str:
+    """The side-by-side markdown: one column per (candidate, kernel), one row per metric."""
+    cols = [(cand, rec) for cand, recs in by_candidate.items() for rec in recs]
+    lines = [f"## ncu side by side: {kernel} {trial}", ""]
+    for cand, recs in by_candidate.items():
+        total = sum((r.raw.get("gpu__time_duration.sum", (None, ""))[0] or 0.0) for r in recs)
+        unit = next((r.raw["gpu__time_duration.sum"][1] for r in recs if "gpu__time_duration.sum" in r.raw), "")
+        names = ", ".join(_short(r.name) for r in recs) or "no kernel in the range"
+        lines.append(f"- `{cand}`: {len(recs)} kernel(s) ({names}), duration {_cell(total, unit)} in all")
+    if not cols:
+        return "\n".join(lines + ["", "(no kernels were profiled)"]) + "\n"
+    lines += ["", "| metric | " + " | ".join(f"{c} / {_short(r.name)}" for c, r in cols) + " |",
+              "|---|" + "---|" * len(cols)]
+    for metric, label in metric_rows([r for _, r in cols]):
+        cells = [_cell(*r.raw.get(metric, (None, ""))) for _, r in cols]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    import subprocess
+
+    from .collect import find_ncu
+
+    ap = argparse.ArgumentParser(prog="python -m pytest_kforge.profile.side", description=__doc__.split("\n")[0])
+    ap.add_argument("--kernel", required=True)
+    ap.add_argument("--trial", required=True)
+    ap.add_argument("--candidates", required=True, help="comma list of versions and peer:NAME, e.g. v35_cute,peer:flashmla")
+    ap.add_argument("--out", required=True, help="folder for side.md, the raw CSVs and the .ncu-rep files")
+    ap.add_argument("--timeout", type=float, default=300.0, help="seconds per candidate (default 300)")
+    args = ap.parse_args(argv)
+    cands = [c.strip() for c in args.candidates.split(",") if c.strip()]
+    if not cands:
+        ap.error("--candidates is empty; name at least one version or peer:NAME")
+    ncu = find_ncu()
+    if ncu is None:
+        print("side: ncu is not on PATH (or $KFORGE_NCU); install Nsight Compute or point KFORGE_NCU at it",
+              file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    by_candidate: dict[str, list[KernelRecord]] = {}
+    for cand in cands:
+        stem = out / cand.replace(":", "-")
+        cmd = side_command(args.kernel, cand, args.trial, out=stem, ncu=ncu, python=sys.executable)
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+        (out / f"{stem.name}.log").write_text(res.stdout + res.stderr)
+        if res.returncode != 0:
+            why = [ln for ln in res.stderr.splitlines() if ln.startswith(("KFORGE-DRIVER:", "==ERROR=="))]
+            print(f"side: {cand}: ncu exited {res.returncode}: {(why or ['see ' + stem.name + '.log'])[-1]}",
+                  file=sys.stderr)
+            return 1
+        csv_text = subprocess.run(export_csv_command(f"{stem}.ncu-rep", ncu=ncu), capture_output=True, text=True,
+                                  timeout=args.timeout).stdout
+        (out / f"{stem.name}.csv").write_text(csv_text)
+        by_candidate[cand] = parse_raw_csv(csv_text) if csv_text.strip() else []
+    text = render(by_candidate, kernel=args.kernel, trial=args.trial)
+    (out / "side.md").write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
