@@ -22,8 +22,11 @@ The slots and barriers stay one-deep: WG0 writes m0 of pair k+1 only after S1(k)
 after reading m0 of pair k; WG1 writes m1 of pair k+1 only after S0(k), which WG0 arrives on after
 reading m1 of pair k; each named barrier has one arrival and one wait per pair in that order.  Page A's
 RoPE block takes P_A after WG0 gave the page back: the stage refills only after WG1's release too, which
-comes after its P_A V_AR has read P_A.  Only the one-tile schedule (no persistent loop) with P from
-registers, and none of the earlier variants' flags.
+comes after its P_A V_AR has read P_A (WG0 stores P_A before it releases page A anyway).  Only the
+one-tile schedule (no persistent loop) with P from registers, and none of the earlier variants' flags but
+``wg1_free_unread_a`` (v45_cute): page A is now freed last (WG1's P_A V_AR is its last GEMM), and the
+producer loads page A's chunks before page B's, so WG1 gives back page A's chunk it never reads at M0
+(which tells it that both warpgroups released the previous pass).
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from kforge_kernels.mla._cute_seesaw_ops import BAR_M0, BAR_S0, BAR_S1
 from kforge_kernels.mla._cute_seesaw_pair import MlaSplitSm90SeesawPairC3Early
 from kforge_kernels.mla._cute_sm90_parts import BLOCK_M, CONSUMERS, PAGE, _mn_view
 
-__all__ = ["MlaSplitSm90SeesawPairBFirst"]
+__all__ = ["MlaSplitSm90SeesawPairBFirst", "MlaSplitSm90SeesawPairBFirstFreeA"]
 
 
 class MlaSplitSm90SeesawPairBFirst(MlaSplitSm90SeesawPairC3Early):
@@ -48,7 +51,7 @@ class MlaSplitSm90SeesawPairBFirst(MlaSplitSm90SeesawPairC3Early):
                  "release_unread": self.release_unread, "wg1_provisional": self.wg1_provisional,
                  "wg1_publish_first": self.wg1_publish_first, "wg1_softmax_first": self.wg1_softmax_first,
                  "vr_first": self.vr_first, "solo_softmax_probe": self.solo_softmax_probe,
-                 "wg1_free_unread_a": self.wg1_free_unread_a, "m0_first": self.m0_first,
+                 "m0_first": self.m0_first,
                  "wg0_pv_first": self.wg0_pv_first, "fused_combine": self.fused_combine}
         clash = [name for name, on in flags.items() if on]
         if clash or not self.own_p_rs or self.q_reg_blocks:
@@ -141,6 +144,8 @@ class MlaSplitSm90SeesawPairBFirst(MlaSplitSm90SeesawPairC3Early):
                 warpgroup.wait_group(0)
                 self._ev(mSem, ctid, c, k, 2)  # S_B done
                 cute.arch.barrier(barrier_id=BAR_M0, number_of_threads=CONSUMERS)
+                if cutlass.const_expr(self.wg1_free_unread_a):
+                    self._release_blocks(kv_pipe, 0, ph, self._wg1_unread_a())
                 self._adopt_max(sh, 0, tScS_mn, scale_log2, m_run, row_sum, scale)  # e(m - m0)
                 self._page_softmax(acc_S, tScS_mn, pa + 1, first_masked_pos, m_block, scale_log2, m_run, row_sum,
                                    scale2)  # e(m0 - m1)
@@ -160,7 +165,7 @@ class MlaSplitSm90SeesawPairBFirst(MlaSplitSm90SeesawPairC3Early):
                 if has_b:
                     self._release(kv_pipe, 1, ph)
                 warpgroup.wait_group(0)  # P_A V_AR
-                self._release(kv_pipe, 0, ph)
+                self._release_blocks(kv_pipe, 0, ph, self._wg1_rest(0))
                 self._ev(mSem, ctid, c, k, 6)  # P_A V_AR done
                 self._ev(mSem, ctid, c, k, 7)  # (P_B V_BR done before it)
 
@@ -169,3 +174,9 @@ class MlaSplitSm90SeesawPairBFirst(MlaSplitSm90SeesawPairC3Early):
         self._hdr(mSem, ctid, 6 + c)  # epilogue done
         if c == 0:
             self._hdr(mSem, ctid, 9, True)
+
+
+class MlaSplitSm90SeesawPairBFirstFreeA(MlaSplitSm90SeesawPairBFirst):
+    """v45_cute: v44_cute with WG1 giving back page A's unread chunk at barrier M0 (``wg1_free_unread_a``)."""
+
+    wg1_free_unread_a = True
