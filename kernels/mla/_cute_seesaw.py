@@ -152,12 +152,7 @@ class MlaSplitSm90Seesaw(SeesawOps, MlaSplitSm90):
         if cutlass.const_expr(looping):
             acc_O.fill(0.0)
         s_shape = thr_qk.partition_shape_C((BLOCK_M, PAGE))
-        n_rows = cute.size(_mn_view(acc_O).shape[0])
-        m_run = cute.make_rmem_tensor(n_rows, f32)  # the shared running max as this WG knows it
-        row_sum = cute.make_rmem_tensor(n_rows, f32)
-        scale = cute.make_rmem_tensor(n_rows, f32)
-        m_run.fill(-cutlass.Float32.inf)
-        row_sum.fill(0.0)
+        n_rows, m_run, row_sum, scale = self._row_state(acc_O, 1)  # m_run: the shared max as this WG knows it
         first_masked_pos = t - self.s + 1
 
         self._hdr(mSem, ctid, c)  # consumer start

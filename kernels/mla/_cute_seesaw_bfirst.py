@@ -70,13 +70,7 @@ class MlaSplitSm90SeesawPairBFirst(MlaSplitSm90SeesawPairC3Early):
             raise ValueError(f"{type(self).__name__}: no persistent loop for the B-first pair; set persistent off.")
         self._check_flags()
         s_shape = thr_qk.partition_shape_C((BLOCK_M, PAGE))
-        n_rows = cute.size(_mn_view(acc_O).shape[0])
-        m_run = cute.make_rmem_tensor(n_rows, f32)
-        row_sum = cute.make_rmem_tensor(n_rows, f32)
-        scale = cute.make_rmem_tensor(n_rows, f32)
-        scale2 = cute.make_rmem_tensor(n_rows, f32)
-        m_run.fill(-cutlass.Float32.inf)
-        row_sum.fill(0.0)
+        n_rows, m_run, row_sum, scale, scale2 = self._row_state(acc_O, 2)
         first_masked_pos = t - self.s + 1
 
         self._hdr(mSem, ctid, c)

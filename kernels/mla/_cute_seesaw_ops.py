@@ -54,6 +54,19 @@ class SeesawOps:
         )
 
     @staticmethod
+    def _row_state(acc_O, n_scales: int):
+        """A tile's running-softmax registers for this thread's O rows: (rows, max = -inf, row sum = 0,
+        ``n_scales`` scale tensors)."""
+        f32 = cutlass.Float32
+        n_rows = cute.size(_mn_view(acc_O).shape[0])
+        m_run = cute.make_rmem_tensor(n_rows, f32)
+        row_sum = cute.make_rmem_tensor(n_rows, f32)
+        scales = [cute.make_rmem_tensor(n_rows, f32) for _ in range(n_scales)]
+        m_run.fill(-cutlass.Float32.inf)
+        row_sum.fill(0.0)
+        return (n_rows, m_run, row_sum, *scales)
+
+    @staticmethod
     def _pass_parity(k, ph0=None):
         """The ring pass parity of pair k of a tile: k % 2, or with the persistent loop's ``ph0`` (passes
         of the earlier tiles) (ph0 + k) % 2."""

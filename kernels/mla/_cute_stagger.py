@@ -111,13 +111,7 @@ class MlaSplitSm90Stagger(MlaSplitSm90SeesawChunked):
         sh = cute.make_tensor(sRed.iterator, cute.make_layout((4, BLOCK_M), stride=(BLOCK_M, 1)))
 
         tOgO, acc_O = self._o_partition(thr_pv, mOp, bi, split, m_block, c)
-        n_rows = cute.size(_mn_view(acc_O).shape[0])
-        m_run = cute.make_rmem_tensor(n_rows, f32)
-        row_sum = cute.make_rmem_tensor(n_rows, f32)
-        scale = cute.make_rmem_tensor(n_rows, f32)
-        scale2 = cute.make_rmem_tensor(n_rows, f32)
-        m_run.fill(-cutlass.Float32.inf)
-        row_sum.fill(0.0)
+        n_rows, m_run, row_sum, scale, scale2 = self._row_state(acc_O, 2)
         first_masked_pos = t - self.s + 1
         acc_S = cute.make_rmem_tensor(thr_qk.partition_shape_C((BLOCK_M, PAGE)), f32)
 
