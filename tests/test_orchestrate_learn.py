@@ -184,6 +184,11 @@ def test_pick_entries_picks_each_entry_once(tmp_path: Path) -> None:
     apply, avoid = pick_entries(kb, V5, profiles, kernel="mla", language="cutile-dsl")
     assert [a["name"] for a in apply] == ["split-kv-combine", "tma-mbarrier-pipeline"] and avoid == []
     assert apply[0]["title"] == SPLIT_TITLE
+    # what the current version already applies is never planned again (run 15: v35_cute's plan re-proposed
+    # three of its own FEATURES)
+    again, _ = pick_entries(kb, V5, profiles, kernel="mla", language="cutile-dsl",
+                            applied={"split-kv-combine": "declared in FEATURES"})
+    assert [a["name"] for a in again] == ["tma-mbarrier-pipeline"]
 
 
 def test_real_run_end_to_end_on_a_toy(tmp_path: Path) -> None:

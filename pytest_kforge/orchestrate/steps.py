@@ -172,14 +172,30 @@ class Steps:
         m.update({k: float(v) for k, v in (contract_dict.get("metrics") or {}).items() if isinstance(v, (int, float))})
         return m
 
+    def _applied(self, version: str) -> dict[str, str]:
+        """``{entry: why}`` the version already applies: its module's FEATURES (imported, since a version
+        often builds them from a shared tuple), else what its code shows."""
+        from ..profile.features import version_features
+        from ..registry import Registry
+
+        try:
+            declared = getattr(Registry(self.o.kernels_dir).kernel(self.o.kernel).version(version).module,  # type: ignore[arg-type]
+                               "FEATURES", None)
+        except Exception:  # noqa: BLE001 - an unimportable version: read its file instead
+            declared = None
+        return version_features(self.o.kernels_dir, self.o.kernel, version,  # type: ignore[arg-type]
+                                declared=tuple(declared) if declared is not None else None)
+
     # -- 3 SELECT ------------------------------------------------------------------------------
     def step_select(self, i: int, key: str) -> dict[str, Any]:
         cands = []
         for d in self.ctx.get("profiles", {}).values():
             for o in d.get("opportunities", []):
                 cands.append({"name": o["name"], "title": o.get("entry", "")})
+        applied = self._applied(self.ctx["current"])
         for m in self.ctx.get("metrics", {}).values():
-            cands += [compat.match_fields(x) for x in self.kb.match(m, kernel_tags=(self.o.kernel,))][:3]
+            cands += [f for f in (compat.match_fields(x) for x in self.kb.match(m, kernel_tags=(self.o.kernel,)))
+                      if f["name"] not in applied][:3]
         # one entry named by the profiler (by path) and matched by the catalog (by name) is one candidate
         seen: set[str] = set()
         for c in list(cands):
@@ -200,8 +216,10 @@ class Steps:
     # -- 4 STRATEGIZE --------------------------------------------------------------------------
     def step_strategize(self, i: int, key: str) -> dict[str, Any]:
         current = self.ctx["current"]
+        applied = self._applied(current)
         apply, avoid = strategy.pick_entries(self.kb, self.ctx.get("metrics", {}), self.ctx.get("profiles", {}),
-                                             kernel=self.o.kernel, language=self.ctx["design_language"])
+                                             kernel=self.o.kernel, language=self.ctx["design_language"],
+                                             applied=applied)
         planned = [{"name": a["title"] or a["name"], "entry": a["name"], "languages": a["languages"],
                     "config": a["config"], "link": self._rel(a["path"]),
                     "rationale": f"catalog match on {a['trial']} ({a['trigger'] or 'profile opportunity'}), "
@@ -215,7 +233,7 @@ class Steps:
         phase, why = strategy.tuning_phase(history, current, self.o.autotune_budget_s)
         new_version = next_version_name(self.o.kernels_dir / self.o.kernel)  # type: ignore[operator]
         out: dict[str, Any] = {"planned": planned, "avoid": [a["name"] for a in avoid], "tuning": phase,
-                               "tuning_why": why, "new_version": new_version}
+                               "tuning_why": why, "new_version": new_version, "already_applied": sorted(applied)}
         if self.o.agents == "offline" or self.o.dry_run:
             from ..registry import Registry
 

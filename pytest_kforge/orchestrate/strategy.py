@@ -18,6 +18,7 @@ and the policy restarts from ``manual`` for it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -56,8 +57,13 @@ def tuning_phase(history: list[dict[str, Any]], parent: str, budget_s: float) ->
 
 
 def pick_entries(kb: Any, metrics: dict[str, dict[str, float]], profiles: dict[str, Any], *, kernel: str,
-                 language: str, limit: int = 3) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+                 language: str, limit: int = 3, applied: Mapping[str, str] | None = None
+                 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(entries to apply, anti-patterns to avoid) from the catalog matches of every trial's metrics.
+
+    ``applied`` (``{entry: why}``, :func:`pytest_kforge.profile.features.version_features`) names what the
+    current version already does: those entries are never picked to apply again (the profile report
+    leaves them out of its opportunities for the same reason).
 
     Picks are keyed by catalog entry name: the profiler's own opportunities are added only when
     they name (by name, title or entry path) no entry already picked, and one naming a catalog
@@ -86,7 +92,7 @@ def pick_entries(kb: Any, metrics: dict[str, dict[str, float]], profiles: dict[s
                          "trigger": o.get("trigger", ""), "condition": "", "trial": trial}
     ranked = sorted(best.values(), key=lambda f: -f["est_gain_pct"])
     avoid = [f for f in ranked if "anti" in f["kind"].lower()]
-    apply = [f for f in ranked if "anti" not in f["kind"].lower()][:limit]
+    apply = [f for f in ranked if "anti" not in f["kind"].lower() and f["name"] not in (applied or {})][:limit]
     return apply, avoid
 
 
@@ -127,6 +133,8 @@ def render_plan(kernel: str, ctx: dict[str, Any], plan: dict[str, Any], goals: l
              f"  language: {sel.get('language')} -- {sel.get('reason')}",
              f"  tuning phase: {plan['tuning']} -- {plan['tuning_why']}",
              "  optimisations:", *(f"    - {p['name']}: {p['rationale']}" for p in plan["planned"])]
+    if plan.get("already_applied"):
+        lines.append(f"  already applied by {ctx['current']} (not planned again): {', '.join(plan['already_applied'])}")
     if plan.get("avoid"):
         lines.append(f"  anti-patterns to avoid: {', '.join(plan['avoid'])}")
     if "proposed_change" in plan:
