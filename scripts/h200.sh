@@ -145,8 +145,10 @@ flashmla)
       mkdir -p "$(dirname "$FM")" && tar xJf .gpu/flashmla/flashmla-src.tar.xz -C "$(dirname "$FM")"
     fi
     # CUDA 13 keeps CCCL (cuda/std/...) under include/cccl, which nvcc adds itself but g++ (api.cpp) does not
-    cccl=$(dirname "$(dirname "$(command -v nvcc)")")/include/cccl
-    [ ! -d "$cccl" ] || export CPLUS_INCLUDE_PATH="$cccl${CPLUS_INCLUDE_PATH:+:$CPLUS_INCLUDE_PATH}"
+    if nvcc=$(command -v nvcc); then
+      cccl=$(dirname "$(dirname "$(readlink -f "$nvcc")")")/include/cccl
+      [ ! -d "$cccl" ] || export CPLUS_INCLUDE_PATH="$cccl${CPLUS_INCLUDE_PATH:+:$CPLUS_INCLUDE_PATH}"
+    fi
     TAIL=20 run flashmla-build "${BUILD_S:-420}" env -C "$FM" FLASH_MLA_DISABLE_SM100=1 MAX_JOBS="${MAX_JOBS:-16}" \
         NVCC_THREADS="${NVCC_THREADS:-2}" python3 setup.py build_ext --inplace
     if [ "$RC" -eq 0 ]; then touch "$FM/.kforge-built"
@@ -160,7 +162,7 @@ flashmla)
         --out "$KF/peers-flashmla.md" --json "$KF/peers-flashmla.json"
     # SIDE=1: BEST's and FlashMLA's spec kernels side by side under ncu --set full (~1-2 min)
     [ -z "${SIDE:-}" ] || TAIL=60 run side-flashmla 240 python3 -m pytest_kforge.profile.side --kernel mla \
-        --trial "${SIDE_TRIAL:-spec}" --candidates "$BEST,peer:flashmla" --out "$KF/side-${SIDE_TRIAL:-spec}"
+        --trial "${SIDE_TRIAL:-spec}" --candidates "$BEST,peer:flashmla" --out "$KF/side-${SIDE_TRIAL:-spec}" --timeout 110
   fi
   ;;
 trust)

@@ -63,3 +63,33 @@ def test_driver_runs_a_peer_and_names_an_unknown_one() -> None:
     assert "KFORGE-DRIVER: ok: mla peer:torch_bmm decode-b2-s1-t130-h16" in ok.stderr
     bad = _driver("--version", "peer:nosuch", "--trial", "decode")
     assert bad.returncode == 2 and "KFORGE-DRIVER: error: unknown peer 'nosuch'" in bad.stderr
+
+
+def _fake_ncu(tmp_path: Path, body: str) -> Path:
+    ncu = tmp_path / "ncu"
+    ncu.write_text("#!/usr/bin/env bash\n" + body)
+    ncu.chmod(0o755)
+    return ncu
+
+
+def test_side_main_says_which_candidate_failed_and_why(tmp_path, monkeypatch, capsys) -> None:
+    from pytest_kforge.profile import side
+
+    monkeypatch.setenv("KFORGE_NCU", str(_fake_ncu(tmp_path, 'echo "KFORGE-DRIVER: raised: RuntimeError: boom" >&2; exit 1\n')))
+    rc = side.main(["--kernel", "mla", "--trial", "spec", "--candidates", "v35_cute", "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert rc == 1 and "side: v35_cute: the profiled run failed (ncu exit 1): KFORGE-DRIVER: raised: RuntimeError: boom" in err
+
+
+def test_side_main_writes_the_table_from_the_exported_csv(tmp_path, monkeypatch, capsys) -> None:
+    from pytest_kforge.profile import side
+
+    csv_text = _csv('"0","kernel_cutlass_kernel_mla(int)","(1024,1,1)","(384,1,1)","866560","168","0.5","2.5","0","12"')
+    (tmp_path / "raw.csv").write_text(csv_text)
+    body = (f'if [ "$1" = --import ]; then cat {tmp_path / "raw.csv"}; exit 0; fi\n'
+            'echo "KFORGE-DRIVER: ok: mla v35_cute spec" >&2\n')
+    monkeypatch.setenv("KFORGE_NCU", str(_fake_ncu(tmp_path, body)))
+    out = tmp_path / "o"
+    rc = side.main(["--kernel", "mla", "--trial", "spec", "--candidates", "v35_cute", "--out", str(out)])
+    assert rc == 0, capsys.readouterr().err
+    assert "| duration | 866,560 ns |" in (out / "side.md").read_text()

@@ -146,6 +146,11 @@ class MlaSplitSm90Seesaw(SeesawOps, MlaSplitSm90):
         if cutlass.const_expr(self.wg1_free_unread_a and (self.early_issue or self.early_release)):
             raise ValueError(f"{type(self).__name__}: wg1_free_unread_a cannot run with early_issue / early_release "
                              "(WG1 would give page A's chunks back twice in one pass); turn one off.")
+        if cutlass.const_expr((self.m0_first or self.wg1_free_unread_a)
+                              and (self.wg1_softmax_first or self.wg1_provisional)):
+            raise ValueError(f"{type(self).__name__}: m0_first / wg1_free_unread_a assume WG1's plain page-B path; "
+                             "they cannot run with wg1_softmax_first or wg1_provisional (O_R would be rescaled twice, "
+                             "or page A's chunk released twice); turn one off.")
         if cutlass.const_expr(self.wg0_pv_first and (self.vr_first or not self.own_p_rs)):
             raise ValueError(f"{type(self).__name__}: wg0_pv_first needs own_p_rs (P_A from registers) and no "
                              "vr_first (which makes P_A V_AL wait for WG1's issue); change one.")

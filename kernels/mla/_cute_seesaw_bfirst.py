@@ -2,8 +2,8 @@
 
 Run 15's timeline probe of v35_cute (docs/kernels/mla.md) put the pair's length on WG1's chain: S_B done
 -> barrier S0 (m0 *and* P_A, so it waits for WG0's P store) -> adopt m0, rescale O_R, issue P_A V_AR (its
-issue waits behind WG0's P_A V_AL) -> page B's softmax -> P_B published, ~1,880 of ~6,070 cycles, with the
-tensor pipe idle for ~850 of them.  Here the order is the one FlashMLA's sm90 kernel uses (read, not copied):
+issue waits behind WG0's P_A V_AL) -> page B's softmax -> P_B published, ~1,880 of ~6,070 cycles, with only
+~1,020 cycles of tensor work (P_A V_AL, P_A V_AR) in that window: two idle gaps of ~410 and ~440.  Here the order is the one FlashMLA's sm90 kernel uses (read, not copied):
 
 * WG0: S_A; softmax against the shared max (m0, P_A, e(m - m0)); publish m0 alone (barrier M0); rescale
   O_L and issue P_A V_AL from registers; wait for m1 and P_B (barrier S1); adopt m1 (f = e(m0 - m1));
@@ -54,9 +54,13 @@ class MlaSplitSm90SeesawPairBFirst(MlaSplitSm90SeesawPairC3Early):
                  "m0_first": self.m0_first,
                  "wg0_pv_first": self.wg0_pv_first, "fused_combine": self.fused_combine}
         clash = [name for name, on in flags.items() if on]
-        if clash or not self.own_p_rs or self.q_reg_blocks:
-            raise ValueError(f"{type(self).__name__}: the B-first pair needs own_p_rs and none of "
-                             f"{clash or ['q_reg_blocks']}; use the base seesaw schedule for those.")
+        if not self.own_p_rs:
+            raise ValueError(f"{type(self).__name__}: the B-first pair needs own_p_rs (each warpgroup's own P "
+                             "from registers); set it, or use the base seesaw schedule.")
+        if clash or self.q_reg_blocks:
+            raise ValueError(f"{type(self).__name__}: the B-first pair cannot run with "
+                             f"{', '.join(clash + (['q_reg_blocks'] if self.q_reg_blocks else []))}; "
+                             "use the base seesaw schedule for those.")
 
     @cute.jit
     def _seesaw_tile(self, parts, m_block, bi, split, t, p_begin, p_end, n_iter, q_pipe, kv_pipe, mOp, mLp, mOut,

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from typing import Any
 
 from .command import NVTX_RANGE
 
@@ -51,10 +52,12 @@ class _PeerVersion:
         self.module = None  # no ahead-of-time prepare(params, config) hook
 
     def toolchain_missing(self) -> Exception | None:
-        why = self.peer.available()
-        return None if why is None else RuntimeError(why)
+        return None  # a peer that cannot run here says so through supports() (exit 3), not as a DSL toolchain
 
     def supports(self, params) -> str | None:
+        why = self.peer.available()
+        if why is not None:
+            return f"peer {self.peer.name} is not available here: {why}"
         check = getattr(self.peer.load(), "supports", None)
         return check(params, device=self.device, config=dict(self.peer.config)) if check else None
 
@@ -97,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from pytest_kforge.registry import _PKG, load_version
 
+    version: Any
     try:
         if args.version.startswith("peer:"):
             version = _PeerVersion(args.kernel, args.version.removeprefix("peer:"), args.kernels_dir, args.device)

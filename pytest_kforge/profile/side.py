@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from .command import NVTX_INCLUDE, driver_command, export_csv_command
-from .parse import KernelRecord, parse_raw_csv
+from .parse import KernelRecord, NcuParseError, parse_raw_csv
 
 __all__ = ["CURATED", "side_command", "metric_rows", "render", "main"]
 
@@ -83,6 +83,11 @@ def _cell(value: float | None, unit: str) -> str:
     return f"{text} {unit}".strip()
 
 
+def _is_copy(name: str) -> bool:
+    """A torch copy/elementwise kernel (a peer's copy into the harness's buffers), not the candidate's own."""
+    return any(k in name for k in ("elementwise_kernel", "direct_copy", "copy_kernel"))
+
+
 def render(by_candidate: Mapping[str, Sequence[KernelRecord]], *, kernel: str, trial: str) -> str:
     """The side-by-side markdown: one column per (candidate, kernel), one row per metric."""
     cols = [(cand, rec) for cand, recs in by_candidate.items() for rec in recs]
@@ -91,7 +96,9 @@ def render(by_candidate: Mapping[str, Sequence[KernelRecord]], *, kernel: str, t
         total = sum((r.raw.get("gpu__time_duration.sum", (None, ""))[0] or 0.0) for r in recs)
         unit = next((r.raw["gpu__time_duration.sum"][1] for r in recs if "gpu__time_duration.sum" in r.raw), "")
         names = ", ".join(_short(r.name) for r in recs) or "no kernel in the range"
-        lines.append(f"- `{cand}`: {len(recs)} kernel(s) ({names}), duration {_cell(total, unit)} in all")
+        own = sum((r.raw.get("gpu__time_duration.sum", (None, ""))[0] or 0.0) for r in recs if not _is_copy(r.name))
+        extra = f" ({_cell(own, unit)} without torch copy/elementwise kernels)" if own != total else ""
+        lines.append(f"- `{cand}`: {len(recs)} kernel(s) ({names}), duration {_cell(total, unit)} in all{extra}")
     if not cols:
         return "\n".join(lines + ["", "(no kernels were profiled)"]) + "\n"
     lines += ["", "| metric | " + " | ".join(f"{c} / {_short(r.name)}" for c, r in cols) + " |",
@@ -113,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--candidates", required=True, help="comma list of versions and peer:NAME, e.g. v35_cute,peer:flashmla")
     ap.add_argument("--out", required=True, help="folder for side.md, the raw CSVs and the .ncu-rep files")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per candidate (default 300)")
+    ap.add_argument("--kernels-dir", default=None, help="the kernels folder (default: the project's)")
     args = ap.parse_args(argv)
     cands = [c.strip() for c in args.candidates.split(",") if c.strip()]
     if not cands:
@@ -127,21 +135,34 @@ def main(argv: list[str] | None = None) -> int:
     by_candidate: dict[str, list[KernelRecord]] = {}
     for cand in cands:
         stem = out / cand.replace(":", "-")
-        cmd = side_command(args.kernel, cand, args.trial, out=stem, ncu=ncu, python=sys.executable)
-        res = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
-        (out / f"{stem.name}.log").write_text(res.stdout + res.stderr)
-        if res.returncode != 0:
-            why = [ln for ln in res.stderr.splitlines() if ln.startswith(("KFORGE-DRIVER:", "==ERROR=="))]
-            print(f"side: {cand}: ncu exited {res.returncode}: {(why or ['see ' + stem.name + '.log'])[-1]}",
-                  file=sys.stderr)
+        log = out / f"{stem.name}.log"
+        cmd = side_command(args.kernel, cand, args.trial, out=stem, ncu=ncu, python=sys.executable,
+                           kernels_dir=args.kernels_dir)
+        try:
+            res = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+            log.write_text(res.stdout + res.stderr)
+            said = [ln for ln in (res.stdout + res.stderr).splitlines() if ln.startswith(("KFORGE-DRIVER:", "==ERROR=="))]
+            if res.returncode != 0 or not said or not said[-1].startswith("KFORGE-DRIVER: ok:"):
+                print(f"side: {cand}: the profiled run failed (ncu exit {res.returncode}): "
+                      f"{said[-1] if said else 'no driver line'}; see {log}", file=sys.stderr)
+                return 1
+            exp = subprocess.run(export_csv_command(f"{stem}.ncu-rep", ncu=ncu), capture_output=True, text=True,
+                                 timeout=args.timeout)
+            if exp.returncode != 0:
+                print(f"side: {cand}: `ncu --import {stem}.ncu-rep` exited {exp.returncode}: "
+                      f"{(exp.stderr.strip().splitlines() or ['no message'])[-1]}", file=sys.stderr)
+                return 1
+            (out / f"{stem.name}.csv").write_text(exp.stdout)
+            by_candidate[cand] = parse_raw_csv(exp.stdout)
+        except subprocess.TimeoutExpired:
+            print(f"side: {cand}: ncu ran past --timeout {args.timeout:g} s; raise it (see {log})", file=sys.stderr)
             return 1
-        csv_text = subprocess.run(export_csv_command(f"{stem}.ncu-rep", ncu=ncu), capture_output=True, text=True,
-                                  timeout=args.timeout).stdout
-        (out / f"{stem.name}.csv").write_text(csv_text)
-        by_candidate[cand] = parse_raw_csv(csv_text) if csv_text.strip() else []
-    text = render(by_candidate, kernel=args.kernel, trial=args.trial)
-    (out / "side.md").write_text(text)
-    print(text)
+        except NcuParseError as exc:
+            print(f"side: {cand}: {exc}", file=sys.stderr)
+            return 1
+        # written after every candidate, so a run cut short keeps the columns it has
+        (out / "side.md").write_text(render(by_candidate, kernel=args.kernel, trial=args.trial))
+    print((out / "side.md").read_text())
     return 0
 
 
