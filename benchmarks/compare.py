@@ -82,24 +82,6 @@ class Row:
         return text
 
 
-class _PeerAsVersion:
-    """Duck-types :class:`pytest_kforge.registry.Version` for the correctness checker."""
-
-    def __init__(self, peer: Any, spec: Any, device: str = "cuda") -> None:
-        self.name = peer.name
-        self.spec = spec
-        self.config = dict(peer.config)
-        self.device = device
-        self._module = peer.load()
-        self.fn: Callable[..., Any] = self._module.run
-
-    def supports(self, params: Mapping[str, int]) -> str | None:
-        """The peer module's ``supports(params, device=, config=)`` (optional): why it cannot
-        compute the contract for this shape/device, so the cell is skipped instead of wrong."""
-        check = getattr(self._module, "supports", None)
-        return check(params, device=self.device, config=self.config) if check else None
-
-
 def _parse_params(text: str | None) -> dict[str, int]:
     out: dict[str, int] = {}
     for part in (text or "").split(","):
@@ -151,7 +133,7 @@ def compare(
     log: Callable[[str], None] = lambda _m: None,
 ) -> tuple[list[Row], dict[str, Any]]:
     """Run every candidate on every trial; returns the rows and run metadata (timer, notes...)."""
-    from benchmarks.peers import get_peer
+    from benchmarks.peers import PeerVersion, get_peer
     from pytest_kforge.correctness import check_version
     from pytest_kforge.registry import load_kernel
     from pytest_kforge.spec import poison_
@@ -174,7 +156,7 @@ def compare(
             raise SystemExit(f"peer {name!r} is for kernel {p.kernel!r}, not {kernel!r}; pick peers of {kernel}")
         row = Row(name, "peer", "peer")
         row.skipped = p.available()
-        candidates.append((row, None if row.skipped else _PeerAsVersion(p, spec, device), p))
+        candidates.append((row, None if row.skipped else PeerVersion(p, spec, device), p))
     rows = [c[0] for c in candidates]
 
     for trial_name in trials:

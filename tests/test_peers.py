@@ -10,8 +10,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from benchmarks.compare import _PeerAsVersion, main  # noqa: E402
-from benchmarks.peers import PEERS, get_peer  # noqa: E402
+from benchmarks.compare import main  # noqa: E402
+from benchmarks.peers import PEERS, PeerVersion, get_peer  # noqa: E402
 from pytest_kforge.correctness import check_version  # noqa: E402
 from pytest_kforge.registry import load_kernel  # noqa: E402
 from pytest_kforge.spec import poison_  # noqa: E402
@@ -54,7 +54,7 @@ def test_unknown_peer_names_the_known_ones() -> None:
 ])
 def test_flashinfer_supports_names_what_it_cannot_compute(backend: str, params: dict[str, int], device: str,
                                                           expect: str | None) -> None:
-    shim = _PeerAsVersion(get_peer(f"flashinfer_{backend}"), MLA.spec, device)
+    shim = PeerVersion(get_peer(f"flashinfer_{backend}"), MLA.spec, device)
     why = shim.supports(params)
     if expect is None:
         assert why is None
@@ -74,7 +74,7 @@ def test_flashinfer_refuses_host_tensors_with_one_sentence() -> None:
 def test_torch_bmm_matches_the_reference_on_cpu(name: str, s: int) -> None:
     """The harness's own check: poisoned outputs, unmodified inputs, fresh inputs reusing outputs."""
     params = {"b": 3, "s": s, "t": 150, "h": 16}
-    shim = _PeerAsVersion(get_peer(name), MLA.spec)
+    shim = PeerVersion(get_peer(name), MLA.spec)
     report = check_version(shim, params, seed=7, device="cpu",  # type: ignore[arg-type]
                            input_kwargs={"seqlens": [150, s + 2, 67]})
     assert report.ok, report.message
@@ -104,7 +104,7 @@ def test_peer_matches_the_reference_on_gpu(name: str, s: int) -> None:
     if reason:
         pytest.skip(reason)
     params = {"b": 4, "s": s, "t": 1000, "h": 128}
-    shim = _PeerAsVersion(get_peer(name), MLA.spec, "cuda")
+    shim = PeerVersion(get_peer(name), MLA.spec, "cuda")
     why = shim.supports(params)
     if why:
         pytest.skip(why)

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from types import ModuleType
 from typing import Any
 
-__all__ = ["Peer", "PEERS", "get_peer", "same_tensor"]
+__all__ = ["Peer", "PeerVersion", "PEERS", "get_peer", "same_tensor"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,6 +54,32 @@ class Peer:
         cfg = dict(self.config)
         cfg.update(config or {})
         return tuple(self.load().run(**tensors, config=cfg))
+
+
+class PeerVersion:
+    """A peer duck-typed as a :class:`pytest_kforge.registry.Version` (name, spec, config, fn, supports,
+    toolchain_missing), for the correctness checker (``benchmarks.compare``) and the profile driver."""
+
+    module = None  # a peer has no ahead-of-time ``prepare(params, config)``; its own prepare takes the inputs
+
+    def __init__(self, peer: Peer, spec: Any, device: str = "cuda") -> None:
+        self.peer = peer
+        self.name = peer.name
+        self.spec = spec
+        self.config = dict(peer.config)
+        self.device = device
+        self._module = peer.load()
+        self.fn = self._module.run
+
+    def toolchain_missing(self) -> Exception | None:
+        return None  # a peer that cannot run here says so through supports(), not as a DSL toolchain
+
+    def supports(self, params: Mapping[str, int]) -> str | None:
+        """The peer module's ``supports(params, device=, config=)`` (optional): why it cannot compute the
+        contract for this shape/device, so the cell is skipped instead of wrong.  (Whether the peer is
+        available at all is :meth:`Peer.available`, asked before.)"""
+        check = getattr(self._module, "supports", None)
+        return check(params, device=self.device, config=self.config) if check else None
 
 
 PEERS: dict[str, Peer] = {

@@ -173,18 +173,17 @@ class Steps:
         return m
 
     def _applied(self, version: str) -> dict[str, str]:
-        """``{entry: why}`` the version already applies: its module's FEATURES (imported, since a version
-        often builds them from a shared tuple), else what its code shows."""
+        """``{entry: why}`` the version already applies: its FEATURES as the registry imported them (a version
+        often builds them from a shared tuple, which reading the file cannot see), else what its code shows --
+        the profiler's rule (:mod:`pytest_kforge.profile.run`)."""
         from ..profile.features import version_features
         from ..registry import Registry
 
         try:
-            declared = getattr(Registry(self.o.kernels_dir).kernel(self.o.kernel).version(version).module,  # type: ignore[arg-type]
-                               "FEATURES", None)
+            declared = Registry(self.o.kernels_dir).kernel(self.o.kernel).version(version).features  # type: ignore[arg-type]
         except Exception:  # noqa: BLE001 - an unimportable version: read its file instead
             declared = None
-        return version_features(self.o.kernels_dir, self.o.kernel, version,  # type: ignore[arg-type]
-                                declared=tuple(declared) if declared is not None else None)
+        return version_features(self.o.kernels_dir, self.o.kernel, version, declared=declared)  # type: ignore[arg-type]
 
     # -- 3 SELECT ------------------------------------------------------------------------------
     def step_select(self, i: int, key: str) -> dict[str, Any]:

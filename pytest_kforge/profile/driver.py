@@ -32,37 +32,19 @@ def _say(msg: str) -> None:
     print(f"KFORGE-DRIVER: {msg}", file=sys.stderr, flush=True)
 
 
-class _PeerVersion:
-    """A peer (``benchmarks.peers``) with the few attributes of a registry version the driver uses."""
+def _peer_version(kernel: str, name: str, kernels_dir: str | None, device: str) -> Any:
+    """``peer:NAME`` as a version (``benchmarks.peers.PeerVersion``)."""
+    try:
+        from benchmarks.peers import PeerVersion, get_peer
+    except ImportError as exc:
+        raise ValueError(f"peer:{name} needs the repository's benchmarks package ({exc}); "
+                         f"run the driver from the repository root") from exc
+    from pytest_kforge.registry import load_kernel
 
-    def __init__(self, kernel: str, name: str, kernels_dir: str | None, device: str) -> None:
-        try:
-            from benchmarks.peers import get_peer
-        except ImportError as exc:
-            raise ValueError(f"peer:{name} needs the repository's benchmarks package ({exc}); "
-                             f"run the driver from the repository root") from exc
-        from pytest_kforge.registry import load_kernel
-
-        self.peer = get_peer(name)
-        if self.peer.kernel != kernel:
-            raise ValueError(f"peer {name!r} is for kernel {self.peer.kernel!r}, not {kernel!r}")
-        self.spec = load_kernel(kernel, kernels_dir).spec
-        self.config: dict = {}
-        self.device = device
-        self.module = None  # no ahead-of-time prepare(params, config) hook
-
-    def toolchain_missing(self) -> Exception | None:
-        return None  # a peer that cannot run here says so through supports() (exit 3), not as a DSL toolchain
-
-    def supports(self, params) -> str | None:
-        why = self.peer.available()
-        if why is not None:
-            return f"peer {self.peer.name} is not available here: {why}"
-        check = getattr(self.peer.load(), "supports", None)
-        return check(params, device=self.device, config=dict(self.peer.config)) if check else None
-
-    def fn(self, *, config=None, **tensors):
-        return self.peer.run(**tensors)
+    peer = get_peer(name)
+    if peer.kernel != kernel:
+        raise ValueError(f"peer {name!r} is for kernel {peer.kernel!r}, not {kernel!r}")
+    return PeerVersion(peer, load_kernel(kernel, kernels_dir).spec, device)
 
 
 def _median_us(version, inputs, outputs, config, n: int) -> float:
@@ -103,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     version: Any
     try:
         if args.version.startswith("peer:"):
-            version = _PeerVersion(args.kernel, args.version.removeprefix("peer:"), args.kernels_dir, args.device)
+            version = _peer_version(args.kernel, args.version.removeprefix("peer:"), args.kernels_dir, args.device)
         else:
             version = load_version(args.kernel, args.version, args.kernels_dir)
         trial = version.spec.trial(args.trial)
@@ -118,7 +100,8 @@ def main(argv: list[str] | None = None) -> int:
         cause = missing.__cause__
         _say(f"toolchain: {type(cause).__name__}: {cause}" if cause else f"toolchain: {missing}")
         return EXIT_TOOLCHAIN
-    why = version.supports(trial.params)
+    absent = version.peer.available() if hasattr(version, "peer") else None  # a peer that cannot run here
+    why = f"peer {version.name} is not available here: {absent}" if absent else version.supports(trial.params)
     if why:
         _say(f"unsupported: {args.kernel} {args.version} does not support {trial.id}: {why}")
         return EXIT_UNSUPPORTED
@@ -139,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         prepare = getattr(version.module, "prepare", None)
         if callable(prepare):  # ahead-of-time compile, when the version offers it
             prepare(dict(trial.params), config)
-        if isinstance(version, _PeerVersion):
+        if hasattr(version, "peer"):
             version.peer.prepare(**inputs)  # plans, metadata, JIT: untimed, outside the range
         for _ in range(max(0, args.warmup)):
             version.fn(**inputs, **outputs, config=config)
