@@ -219,3 +219,18 @@ def test_plot_is_a_png(tmp_path: Path) -> None:
 
     assert plot_trajectory(ROWS, tmp_path / "t.png").startswith("plot written")
     assert (tmp_path / "t.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_applied_features_come_from_the_imported_module(project: Path) -> None:
+    """A FEATURES tuple built from a shared one is only visible once imported; an unimportable version falls back
+    to reading its file."""
+    k = project / "kernels" / "toy"
+    (k / "_shared.py").write_text('BASE = ("split-kv", "online-softmax")\n', encoding="utf-8")
+    v1 = (k / "v1.py").read_text(encoding="utf-8")
+    (k / "v1.py").write_text("from kforge_kernels.toy._shared import BASE\n" + v1.replace(
+        'CONFIG = ', 'FEATURES = BASE + ("tma-store-epilogue",)\nCONFIG = ', 1), encoding="utf-8")
+    (k / "v2.py").write_text('import no_such_module_anywhere\nLANGUAGE = "cutile-dsl"\nPARENT = "v1"\n'
+                             'FEATURES = ("persistent-tile-scheduler",)\n', encoding="utf-8")
+    o = orchestrator(project, FakeSuiteRunner(TIMES), ReplayProfiler([]), ReplayDesigner([]))
+    assert set(o._applied("v1")) == {"split-kv", "online-softmax", "tma-store-epilogue"}
+    assert set(o._applied("v2")) == {"persistent-tile-scheduler"}

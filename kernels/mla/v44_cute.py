@@ -13,6 +13,14 @@ such as s=5, h=32 is serialised by ptxas (C7520), which costs those shapes time,
 (800-840 us), decode -0 to -3%. A smaller gain would mean the ring (page B comes free only after both its
 P V GEMMs) or the softmax beside P_A V_AL now sets the pair; the probe kind ``sm90_seesaw_pair_bfirst_trace``
 shows which.
+
+Measured (run 16, devlog): correct (self-check: trials + 7 fuzz shapes; harness 5 passed), and slower:
+spec 980.4 / 983.7 us vs v35_cute 867.9 / 868.4 (compare / harness, +13%), decode 79.8 / 79.8 vs 72.5 / 72.5
+(+10%). Prediction missed in sign. The probe (pair 6,621 vs 6,066 cycles) shows why: WG0 now stores P_A only
+after it has m1, and m1 comes out of WG1's softmax B, which itself waited for m0 -- so P_A is published at
+5,336 cycles instead of 2,652 and WG1's P_A V_AR is issued at 5,941 instead of 3,274. The two softmaxes and the
+P_A store are now one chain across both warpgroups, and page A (read last) reaches the producer ~2,300 cycles
+later (next pair's first A slot at 6,865 vs 4,595). Not kept.
 """
 
 from __future__ import annotations

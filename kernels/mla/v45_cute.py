@@ -8,6 +8,11 @@ path, and gained nothing.)
 
 Prediction (before any GPU run; compile-checked only): spec 0 to -2% against v44_cute if v44_cute's probe
 shows the next pair waiting for page A, else within the noise; decode within the noise.
+
+Measured (run 16, devlog): correct; spec 904.1 / 903.6 us (compare / harness), -8% against v44_cute's 980.4 /
+983.7 but +4% against v35_cute's 867.9 / 868.4 in the same call; decode 76.4 / 76.3 (v44_cute 79.8, v35_cute
+72.5). The release did what the review expected (next pair's first A slot at 5,330 cycles vs v44_cute's
+6,865; pair 6,215 vs 6,621) but v44_cute's chain (P_A published only after WG1's softmax B) stays. Not kept.
 """
 
 from __future__ import annotations
