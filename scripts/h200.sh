@@ -14,6 +14,7 @@
 #   bash scripts/h200.sh cute VERSIONS=v4_cute   # (cute staged) CuTe self-check + harness suite (+ ncu)
 #   bash scripts/h200.sh flashmla BEST=v35_cute COMPARE=1   # (.gpu/flashmla carried) build the FlashMLA peer, test, compare
 #                                          # (SIDE=1: + BEST vs FlashMLA under ncu --set full, pytest_kforge.profile.side)
+#                                          # (SCALING=1 [SCALING_VERSIONS=v36_cute]: + fixed vs streaming cost, benchmarks.scaling)
 #
 # Time: a device call ends at 600 s, and a step killed there brings nothing back (the packing
 # below never runs).  So the whole step gets STEP_S seconds (default 540, counted from the
@@ -163,6 +164,11 @@ flashmla)
     # SIDE=1: BEST's and FlashMLA's spec kernels side by side under ncu --set full (~1-2 min)
     [ -z "${SIDE:-}" ] || TAIL=60 run side-flashmla 240 python3 -m pytest_kforge.profile.side --kernel mla \
         --trial "${SIDE_TRIAL:-spec}" --candidates "$BEST,peer:flashmla" --out "$KF/side-${SIDE_TRIAL:-spec}" --timeout 110
+    # SCALING=1: BEST (+ SCALING_VERSIONS) and FlashMLA timed at three sequence lengths, a line fitted to each:
+    # the per-tile fixed cost against the streaming cost (benchmarks/scaling.py, ~3-4 min)
+    [ -z "${SCALING:-}" ] || TAIL=30 run scaling-flashmla 300 python3 -m benchmarks.scaling --kernel mla \
+        --versions "$BEST${SCALING_VERSIONS:+,$SCALING_VERSIONS}" --peers flashmla --trial "${SIDE_TRIAL:-spec}" \
+        --vary "${SCALING_VARY:-t=2048,4096,8192}" --rounds 30 --out "$KF/scaling.md" --json "$KF/scaling.json"
   fi
   ;;
 trust)
