@@ -314,6 +314,36 @@ def test_compilecheck_reports_wgmma_that_ptxas_serialised() -> None:
     assert cc.serialized_wgmma(clean) == []
 
 
+def test_wgmma_loops_counts_r2ur_in_the_innermost_wgmma_loops_only() -> None:
+    """v36_cute's SASS shape: the pair loop moves the shared-memory base R2 -> UR before each barrier wait; the
+    outer tile loop and the try-wait retry stubs after the last EXIT (which branch back too) are not reported."""
+    _host()
+    px = importlib.import_module("kforge_kernels.mla._cute_ptxas")
+    lines = []
+
+    def emit(text: str) -> None:
+        lines.append(f"        /*{len(lines) * 16:04x}*/                   {text} ;")
+
+    lines.append(".L_x_0:")                                   # outer (tile) loop
+    emit("IMAD.U32 R2, RZ, RZ, UR4")
+    lines.append(".L_x_1:")                                   # pair loop
+    emit("R2UR UR8, R2")
+    emit("SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR8+0x38810], R21")
+    emit("@!P0 BRA `(.L_x_9)")
+    lines.append(".L_x_5:")                                   # where the retry stub returns to
+    emit("HGMMA.64x64x16.F32.BF16 R152, gdesc[UR8], RZ, !UPT")
+    emit("@P1 R2UR UR9, R2")
+    emit("@P2 BRA `(.L_x_1)")
+    emit("@P3 BRA `(.L_x_0)")
+    emit("EXIT")
+    lines.append(".L_x_9:")                                   # retry stub after the last EXIT
+    emit("SYNCS.PHASECHK.TRANS64 P0, [R5+URZ+0x38810], R2")
+    emit("BRA `(.L_x_5)")
+    loops = px.wgmma_loops("\n".join(lines))
+    assert loops == [{"instructions": 6, "hgmma": 1, "r2ur": 2, "syncs": 1}]
+    assert px.wgmma_loops("\n".join(ln for ln in lines if "R2UR" not in ln))[0]["r2ur"] == 0
+
+
 def test_ptxas_cache_notes_label_each_kept_kernel(monkeypatch) -> None:
     """The self-check's ptxas pass: one note per compiled function with kept PTX, labelled by kind and shape."""
     _host()

@@ -37,7 +37,7 @@ def main(argv: list[str]) -> int:
     pkg.__path__ = [str(ROOT / "kernels")]  # type: ignore[attr-defined]
     sys.modules.setdefault("kforge_kernels", pkg)
     from kforge_kernels.mla import _cute_host as host
-    from kforge_kernels.mla._cute_ptxas import ptxas_report
+    from kforge_kernels.mla._cute_ptxas import ptxas_report, sass_loop_report
 
     bad = 0
     tmp = Path(tempfile.mkdtemp(prefix="cute_ptx_"))
@@ -71,6 +71,12 @@ def main(argv: list[str]) -> int:
             for why in serialized:
                 line += f" | WGMMA SERIALIZED ({tag}): {why}"
                 bad += 1
+        loops = sass_loop_report(f_main.__ptx__) if getattr(f_main, "__ptx__", None) else None
+        if loops is not None:  # informational: R2UR in a wgmma loop costs latency on every trip (see q_after_kv)
+            line += " | wgmma loops: " + (", ".join(f"{lp['instructions']} instr {lp['r2ur']} R2UR" for lp in loops)
+                                          or "none")
+            if any(lp["r2ur"] for lp in loops):
+                line += " | NOTE: R2UR inside a wgmma loop (an address ptxas keeps in a vector register)"
         from kforge_kernels.mla._cute_ptxreplay import barrier_sites
 
         dup = barrier_sites(getattr(f_main, "__ptx__", "") or "")

@@ -123,3 +123,11 @@ class MlaSplitSm90SeesawPersistent(MlaSplitSm90SeesawPairC3Early):
         ``q_state``: a state changed inside a helper does not leave a staged branch)."""
         q_pipe.producer_acquire(q_state)
         cute.copy(tma_q, tQgQ[(None, m_block, 0, bi)], tQsQ[(None, 0)], tma_bar_ptr=q_pipe.producer_get_barrier(q_state))
+
+
+class MlaSplitSm90SeesawPersistentQLast(MlaSplitSm90SeesawPersistent):
+    """v36_cute's loop with Q's buffer placed after the KV ring (``q_after_kv``), so that ptxas keeps the
+    shared-memory base in a uniform register: no R2UR in the consumers' pair loops (v36_cute: 10 and 16)."""
+
+    q_after_kv = True
+

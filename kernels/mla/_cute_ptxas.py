@@ -52,6 +52,61 @@ def ptxas_report(ptx: str, arch: str = "sm_90a") -> tuple[str, list[str]] | None
     return "; ".join(info) or res.stderr.strip()[-200:], serialized_wgmma(res.stderr)
 
 
+def _nvdisasm() -> str | None:
+    """nvdisasm from $NVDISASM, PATH, or beside ptxas (CUDA's bin directory)."""
+    exe = os.environ.get("NVDISASM") or shutil.which("nvdisasm")
+    if exe:
+        return exe
+    ptxas = shutil.which("ptxas")
+    near = Path(ptxas).resolve().parent / "nvdisasm" if ptxas else None
+    return str(near) if near is not None and near.exists() else None
+
+
+def wgmma_loops(sass: str) -> list[dict[str, int]]:
+    """The innermost loops of ``nvdisasm`` output that issue wgmma (HGMMA): per loop its instruction count and
+    its HGMMA, R2UR and SYNCS (mbarrier) instructions.
+
+    A loop is a backward branch before the kernel's last EXIT (the try-wait retry stubs after it jump back
+    too, and are not loops).  R2UR inside such a loop means ptxas holds an address the wgmma descriptors or
+    barrier waits need in a vector register and moves it to a uniform one on every trip (v36_cute: 10 and 16
+    per pair, with Q's TMA load inside the producer's loop; see ``q_after_kv`` in ``_cute_sm90``).
+    """
+    ins: list[str] = []
+    labels: dict[str, int] = {}
+    for ln in sass.splitlines():
+        m = re.match(r"\s*(\.L_x_\d+):", ln)
+        if m:
+            labels[m.group(1)] = len(ins)
+            continue
+        m = re.match(r"\s*/\*[0-9a-f]+\*/\s+(.*?);", ln)
+        if m:
+            ins.append(m.group(1))
+    last_exit = max((i for i, t in enumerate(ins) if re.search(r"\bEXIT\b", t)), default=len(ins))
+    loops = []
+    for i, t in enumerate(ins[:last_exit]):
+        m = re.search(r"\bBRA\s+`\((\.L_x_\d+)\)", t)
+        if m and labels.get(m.group(1), i) < i and any("HGMMA" in x for x in ins[labels[m.group(1)]:i + 1]):
+            loops.append((labels[m.group(1)], i))
+    inner = [(a, b) for a, b in loops if not any((a2, b2) != (a, b) and a <= a2 and b2 <= b for a2, b2 in loops)]
+    return [{"instructions": b - a + 1, "hgmma": sum("HGMMA" in x for x in ins[a:b + 1]),
+             "r2ur": sum(x.split()[0] == "R2UR" or " R2UR " in f" {x} " for x in ins[a:b + 1]),
+             "syncs": sum("SYNCS" in x for x in ins[a:b + 1])} for a, b in sorted(set(inner))]
+
+
+def sass_loop_report(ptx: str, arch: str = "sm_90a") -> list[dict[str, int]] | None:
+    """:func:`wgmma_loops` of ``ptx`` compiled by ptxas and disassembled by nvdisasm; None without either tool."""
+    exe, dis = shutil.which("ptxas"), _nvdisasm()
+    if exe is None or dis is None:
+        return None
+    with tempfile.TemporaryDirectory(prefix="kforge_sass_") as tmp:
+        path, cubin = Path(tmp, "k.ptx"), Path(tmp, "k.cubin")
+        path.write_text(ptx.replace(".version 9.4", ".version 9.0"))
+        subprocess.run([exe, f"-arch={arch}", str(path), "-o", str(cubin)], capture_output=True, timeout=180,
+                       check=True)
+        sass = subprocess.run([dis, str(cubin)], capture_output=True, text=True, timeout=120, check=True).stdout
+    return wgmma_loops(sass)
+
+
 def cache_notes(cache: Mapping[tuple, Any]) -> list[dict[str, Any]]:
     """One ``{kernel, ptxas, serialized}`` per compiled function with kept PTX in ``_cute_host``'s cache
     (keys ``(kind, s, h, stages, direct, arch[, "paired"])``, values ``(split fn, combine fn, ...)``)."""

@@ -90,6 +90,11 @@ class MlaSplitSm90(HalfPageConsumer, SplitEpilogue, TraceProbe, KvLoads):
     softmax_ilp = False
     #: one CTA per SM loops over the (row block, sequence) tiles (``_cute_persistent``; direct outputs only)
     persistent = False
+    #: Q's buffer after the KV ring in shared memory, not at its start, when the persistent loop runs: with Q at
+    #: offset 0 and its TMA load inside the producer's loop, ptxas held the shared-memory base in a vector
+    #: register for the whole kernel and moved it back (R2UR) before the consumers' barrier waits and wgmma
+    #: descriptors, 10 and 16 times per pair (v36_cute; v35_cute's pair loops have none)
+    q_after_kv = False
 
     @property
     def looping(self) -> bool:
@@ -180,13 +185,26 @@ class MlaSplitSm90(HalfPageConsumer, SplitEpilogue, TraceProbe, KvLoads):
         # 1024-aligned tiles first, small items last: 73728 + 147456 + 8192 + 2048 + 48 = 231472 B
         # of the 232448 B (227 KB) a CTA may use -- no room for a third KV stage
         @cute.struct
-        class Smem:
+        class SmemQFirst:
             sQ: cute.struct.Align[cute.struct.MemRange[bf16, cute.cosize(sQ_layout)], 1024]
             sKV: cute.struct.Align[cute.struct.MemRange[bf16, cute.cosize(sKV_layout)], 1024]
             sP: cute.struct.Align[cute.struct.MemRange[bf16, cute.cosize(sP_layout)], 1024]
             sRed: cute.struct.Align[cute.struct.MemRange[f32, cute.cosize(red_layout)], 16]
             q_bar: cute.struct.MemRange[cutlass.Int64, 2]
             kv_bar: cute.struct.MemRange[cutlass.Int64, 2 * self.stages * self.kv_chunks]
+
+        @cute.struct
+        class SmemQLast:  # the same fields, Q's buffer after the ring (see q_after_kv)
+            sKV: cute.struct.Align[cute.struct.MemRange[bf16, cute.cosize(sKV_layout)], 1024]
+            sQ: cute.struct.Align[cute.struct.MemRange[bf16, cute.cosize(sQ_layout)], 1024]
+            sP: cute.struct.Align[cute.struct.MemRange[bf16, cute.cosize(sP_layout)], 1024]
+            sRed: cute.struct.Align[cute.struct.MemRange[f32, cute.cosize(red_layout)], 16]
+            q_bar: cute.struct.MemRange[cutlass.Int64, 2]
+            kv_bar: cute.struct.MemRange[cutlass.Int64, 2 * self.stages * self.kv_chunks]
+
+        # the pair merge's exchange buffer (_cute_seesaw_pair) assumes Q's buffer at the start; a looping
+        # kernel never merges pairs
+        Smem = SmemQLast if self.q_after_kv and self.looping else SmemQFirst
 
         o_store = ()
         if cutlass.const_expr(self.o_via_tma):

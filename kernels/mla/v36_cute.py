@@ -20,6 +20,7 @@ from kforge_kernels.mla._cute_host import EVICT_FEATURES, SEESAW_CONFIG, version
 LANGUAGE = "cute-dsl"
 PARENT = "v35_cute"
 DESCRIPTION = "v35_cute with a persistent grid (one CTA per SM walks the tiles) for one-split shapes"
-FEATURES = EVICT_FEATURES + ("split-pair-dsmem-merge", "tma-store-epilogue", "kv-page-chunk-barriers")
+FEATURES = EVICT_FEATURES + ("split-pair-dsmem-merge", "tma-store-epilogue", "kv-page-chunk-barriers",
+                             "persistent-tile-scheduler")
 CONFIG = dict(SEESAW_CONFIG)
 supports, prepare, run = version_functions("v36_cute", "sm90_seesaw_pair_persist", CONFIG)
