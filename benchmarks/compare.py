@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Cell", "Row", "compare", "render_markdown", "main"]
+__all__ = ["Cell", "Row", "compare", "render_markdown", "add_run_args", "default_device", "main"]
 
 
 @dataclasses.dataclass
@@ -242,13 +242,8 @@ def render_markdown(rows: Sequence[Row], meta: Mapping[str, Any], command: str) 
     return "\n".join([*info, "", *lines]) + "\n"
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.compare", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--kernel", default="mla")
-    ap.add_argument("--versions", default="", help="comma-separated versions, or 'all'")
-    ap.add_argument("--peers", default="", help="comma-separated peers (benchmarks.peers.PEERS), or 'all'")
-    ap.add_argument("--trial", default="decode,spec")
-    ap.add_argument("--params", default="", help="override trial params, e.g. b=2,t=130,h=16 (CPU smoke runs)")
+def add_run_args(ap: argparse.ArgumentParser) -> None:
+    """The options every side-by-side run shares (this module's and :mod:`benchmarks.scaling`'s)."""
     ap.add_argument("--device", default=None, help="cuda (default when available) or cpu")
     ap.add_argument("--rounds", type=int, default=40)
     ap.add_argument("--warmup", type=int, default=5)
@@ -256,6 +251,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--check-repeats", type=int, default=2)
     ap.add_argument("--kernels-dir", default=None)
     ap.add_argument("--out", default=None, help="write the markdown table here")
+
+
+def default_device(device: str | None) -> str:
+    """``device``, else cuda when torch sees a GPU, else cpu."""
+    if device is not None:
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.compare", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--kernel", default="mla")
+    ap.add_argument("--versions", default="", help="comma-separated versions, or 'all'")
+    ap.add_argument("--peers", default="", help="comma-separated peers (benchmarks.peers.PEERS), or 'all'")
+    ap.add_argument("--trial", default="decode,spec")
+    ap.add_argument("--params", default="", help="override trial params, e.g. b=2,t=130,h=16 (CPU smoke runs)")
+    add_run_args(ap)
     ap.add_argument("--json", default=None, help="write the rows as JSON here")
     ap.add_argument("--devlog", nargs="?", const="", default=None,
                     help="rewrite the `peers` block of docs/kernels/<kernel>.md (or the given path)")
@@ -269,11 +283,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from pytest_kforge.fsutil import atomic_write_text, replace_marked_block
     from pytest_kforge.registry import load_kernel
 
-    device = args.device
-    if device is None:
-        import torch
-
-        device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = default_device(args.device)
     versions = [v.strip() for v in args.versions.split(",") if v.strip()]
     if versions == ["all"]:
         versions = load_kernel(args.kernel, args.kernels_dir).version_names()

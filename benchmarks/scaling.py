@@ -149,21 +149,17 @@ def render_markdown(data: Mapping[str, Any], *, at: int | None = None) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from benchmarks.compare import add_run_args, default_device
+
     ap = argparse.ArgumentParser(prog="python -m benchmarks.scaling", description=__doc__.split("\n\n")[0])
     ap.add_argument("--kernel", default="mla")
     ap.add_argument("--versions", default="", help="comma-separated versions")
     ap.add_argument("--peers", default="", help="comma-separated peers (benchmarks.peers.PEERS)")
     ap.add_argument("--trial", default="spec", help="one trial config of the kernel's spec")
-    ap.add_argument("--vary", required=True, help="the parameter and its values, e.g. t=2048,4096,8192")
+    ap.add_argument("--vary", default=None, help="the parameter and its values, e.g. t=2048,4096,8192")
     ap.add_argument("--params", default="", help="other trial params to override, e.g. b=2,h=16 (CPU smoke runs)")
     ap.add_argument("--at", type=int, default=None, help="the value the fixed share is quoted at (default: middle)")
-    ap.add_argument("--device", default=None, help="cuda (default when available) or cpu")
-    ap.add_argument("--rounds", type=int, default=40)
-    ap.add_argument("--warmup", type=int, default=5)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--check-repeats", type=int, default=2)
-    ap.add_argument("--kernels-dir", default=None)
-    ap.add_argument("--out", default=None, help="write the markdown table here")
+    add_run_args(ap)
     ap.add_argument("--json", default=None, help="write the points and fits as JSON here")
     ap.add_argument("--from-json", default=None, metavar="PATH",
                     help="run nothing: re-render a --json file written earlier (e.g. on the GPU machine)")
@@ -174,6 +170,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.from_json:
         data = json.loads(Path(args.from_json).read_text(encoding="utf-8"))
     else:
+        if not args.vary:
+            ap.error("--vary is required (e.g. --vary t=2048,4096,8192), unless --from-json re-renders a run")
         name, values = parse_vary(args.vary)
         params = _parse_params(args.params)
         if name in params:
@@ -184,11 +182,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             ap.error("nothing to time: pass --versions and/or --peers")
         if "," in args.trial:
             ap.error(f"--trial {args.trial!r}: one trial per run (the fit is per trial); run once per trial")
-        device = args.device
-        if device is None:
-            import torch
-
-            device = "cuda" if torch.cuda.is_available() else "cpu"
+        device = default_device(args.device)
         data = scaling(kernel=args.kernel, versions=versions, peers=peers, trial=args.trial, name=name,
                        values=values, params=params, device=device, rounds=args.rounds, warmup=args.warmup,
                        seed=args.seed, check_repeats=args.check_repeats, kernels_dir=args.kernels_dir,

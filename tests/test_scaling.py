@@ -48,7 +48,7 @@ def test_scaling_on_cpu_times_checks_and_fits(tmp_path: Path, capsys: pytest.Cap
         assert all(c["correct"] and c["median_us"] > 0 for c in r["points"].values())
         assert {p["params"]["t"] for p in data["meta"]["points"].values()} == {130, 260, 390}
     again = tmp_path / "again.md"  # re-rendered elsewhere from the JSON, unchanged
-    assert main(["--vary", "t=1,2", "--from-json", str(tmp_path / "s.json"), "--out", str(again)]) == 0
+    assert main(["--from-json", str(tmp_path / "s.json"), "--out", str(again)]) == 0
     assert again.read_text() == table
 
 
@@ -77,3 +77,9 @@ def test_the_varied_parameter_cannot_also_be_overridden(capsys: pytest.CaptureFi
     with pytest.raises(SystemExit):
         main(["--versions", "v0", "--vary", "t=70,140", "--params", "t=5", "--device", "cpu"])
     assert "--params sets t, which --vary varies" in capsys.readouterr().err
+
+
+def test_vary_is_required_unless_re_rendering(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--versions", "v0", "--device", "cpu"])
+    assert "--vary is required" in capsys.readouterr().err
