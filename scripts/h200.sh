@@ -12,6 +12,8 @@
 #   bash scripts/h200.sh loop    BEST=v6   # orchestrator: 2 iterations, killed in VERIFY, resumed
 #   bash scripts/h200.sh trust             # trust/adversarial tests on the GPU
 #   bash scripts/h200.sh cute VERSIONS=v4_cute   # (cute staged) CuTe self-check + harness suite (+ ncu)
+#   bash scripts/h200.sh candidates VERSIONS=v46_cute BEST=v35_cute [TRACE=<kind>_trace,...]
+#                                          # (cute + peers staged) self-check, probes, compare and harness vs BEST
 #   bash scripts/h200.sh flashmla BEST=v35_cute COMPARE=1   # (.gpu/flashmla carried) build the FlashMLA peer, test, compare
 #                                          # (SIDE=1: + BEST vs FlashMLA under ncu --set full, pytest_kforge.profile.side)
 #                                          # (SCALING=1 [SCALING_VERSIONS=v36_cute]: + fixed vs streaming cost, benchmarks.scaling)
@@ -36,7 +38,7 @@
 # Each part writes suite-all-<first>-<last>.json/.log; when the cap cuts a suite the log names the
 # versions it did not finish (no finished trial benchmark) and the command that runs them.
 set -uo pipefail
-step="${1:?step: cutile|peers|all|loop|trust|cute|flashmla}"
+step="${1:?step: cutile|peers|all|loop|trust|cute|candidates|flashmla}"
 shift || true
 for kv in "$@"; do export "$kv"; done
 BEST="${BEST:-v3}"
@@ -231,6 +233,28 @@ loop)
   RID=$(ls -t runs | head -1)
   TAIL=40 run orch-resume 450 python3 -u -m pytest_kforge.orchestrate --resume "$RID"
   cp -r "runs/$RID" "$KF/run-$RID" 2>/dev/null
+  ;;
+candidates)
+  # new CuTe versions against BEST in one call (cute + peers staged): self-check (its timeouts guard a hang),
+  # optional timeline probes (TRACE=kind,...: the *_trace kinds), then, only when the self-check passed, the
+  # comparison with BEST and fa3 and the harness on BEST + VERSIONS (what runs 13-16 ran from ad-hoc scripts)
+  V="${VERSIONS:?VERSIONS=v46_cute[,...]: the candidate versions}"
+  TAIL=40 run selfcheck "${SELFCHECK_S:-200}" python3 kernels/mla/_cute_selfcheck.py --versions "$V"
+  SC=$RC
+  T="${TRACE:-}"
+  for k in ${T//,/ }; do
+    TAIL=30 run "trace-${k%_trace}" 60 python3 kernels/mla/_cute_trace.py --trial "${TRACE_TRIAL:-spec}" --kind "$k"
+  done
+  [ -z "$T" ] || grep -H "pair period\|^probe" "$KF"/trace-*.log >"$KF/periods.txt" 2>/dev/null
+  if [ "$SC" -ne 0 ]; then
+    log "candidates: self-check rc=$SC: not timed (see $KF/selfcheck.log)"
+  else
+    TAIL=20 run compare "${COMPARE_S:-150}" python3 -m benchmarks.compare --kernel mla --versions "$BEST,$V" \
+        --peers flashinfer_fa3 --trial decode,spec --rounds 60 --out "$KF/peers.md" --json "$KF/peers.json"
+    n=$(echo "$BEST,$V" | tr ',' '\n' | sort -u | grep -c .); [ "$n" -le 4 ] || n=4  # workers share the GPU
+    TAIL=30 run harness "${HARNESS_S:-200}" python3 -m pytest --kernel mla --kernel-version "$BEST,$V" -n "$n" \
+        --kforge-workers-per-gpu "$n" --kforge-examples 8 -p no:cacheprovider --kforge-json="$KF/suite.json"
+  fi
   ;;
 cute)
   V="${VERSIONS:-v4_cute}"

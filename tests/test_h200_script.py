@@ -240,3 +240,36 @@ def test_flashmla_step_builds_once_then_tests_and_compares(tmp_path: Path) -> No
     (tmp_path / "argv.log").write_text("")
     rc, _log, calls = _flashmla_step(tmp_path)
     assert rc == 0 and not any("setup.py" in c["argv"] for c in calls)
+
+
+FAKE_PYTHON_SELFCHECK = '''#!{python}
+"""python3 for the candidates step: the self-check exits with $FAKE_SELFCHECK_RC, everything else succeeds."""
+import json, os, sys
+with open(os.environ["FAKE_ARGV_LOG"], "a") as fh:
+    fh.write(json.dumps(sys.argv[1:]) + "\\n")
+if sys.argv[1:2] == ["kernels/mla/_cute_selfcheck.py"]:
+    sys.exit(int(os.environ.get("FAKE_SELFCHECK_RC", "0")))
+'''
+
+
+def test_candidates_step_times_only_what_the_self_check_passed(tmp_path: Path) -> None:
+    res = _step(tmp_path, FAKE_PYTHON_SELFCHECK, "candidates", "VERSIONS=v46_cute,v36_cute", "BEST=v35_cute",
+                "TRACE=sm90_seesaw_pair_c3early_trace", SKIP_SMI="1")
+    assert res.returncode == 0, res.stdout + res.stderr
+    argv = [json.loads(ln) for ln in (tmp_path / "argv.log").read_text().splitlines()]
+    assert ["kernels/mla/_cute_selfcheck.py", "--versions", "v46_cute,v36_cute"] in argv
+    trace = next(a for a in argv if a[:1] == ["kernels/mla/_cute_trace.py"])
+    assert trace[-1] == "sm90_seesaw_pair_c3early_trace"
+    cmp_call = next(a for a in argv if "benchmarks.compare" in a)
+    assert cmp_call[cmp_call.index("--versions") + 1] == "v35_cute,v46_cute,v36_cute"
+    harness = next(a for a in argv if "--kernel-version" in a)
+    assert harness[harness.index("--kernel-version") + 1] == "v35_cute,v46_cute,v36_cute"
+    assert harness[harness.index("-n") + 1] == "3"
+    # a failed self-check: nothing is timed, and the log says why
+    (tmp_path / "argv.log").write_text("")
+    res = _step(tmp_path, FAKE_PYTHON_SELFCHECK, "candidates", "VERSIONS=v46_cute", "BEST=v35_cute", SKIP_SMI="1",
+                FAKE_SELFCHECK_RC="1")
+    assert res.returncode == 0, res.stdout + res.stderr
+    argv = [json.loads(ln) for ln in (tmp_path / "argv.log").read_text().splitlines()]
+    assert not any("benchmarks.compare" in a or "--kernel-version" in a for a in argv)
+    assert "candidates: self-check rc=1: not timed" in (tmp_path / "kf" / "candidates.log").read_text()
