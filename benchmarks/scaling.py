@@ -75,11 +75,13 @@ def scaling(*, kernel: str, versions: Sequence[str], peers: Sequence[str], trial
             values: Sequence[int], params: Mapping[str, int] | None = None, device: str = "cuda",
             rounds: int = 40, warmup: int = 5, seed: int = 0, check_repeats: int = 2,
             kernels_dir: str | Path | None = None,
-            log: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
+            log: Callable[[str], None] = lambda _m: None,
+            on_point: Callable[[dict[str, Any]], None] = lambda _d: None) -> dict[str, Any]:
     """Every candidate timed at ``trial`` with ``name`` set to each of ``values``; a fit per candidate.
 
     Returns ``{"meta": ..., "rows": [{"name", "kind", "language", "points": {x: cell}, "fit", "why"}]}``
-    (a JSON-ready dict; ``fit`` is None with ``why`` saying what stopped it).
+    (a JSON-ready dict; ``fit`` is None with ``why`` saying what stopped it).  ``on_point`` gets the data so far
+    after each value (points, no fits yet), so a run cut short keeps what it measured.
     """
     from benchmarks.compare import compare
 
@@ -97,14 +99,20 @@ def scaling(*, kernel: str, versions: Sequence[str], peers: Sequence[str], trial
         for r in got:
             row = rows.setdefault(r.name, {"name": r.name, "kind": r.kind, "language": r.language, "points": {},
                                            "fit": None, "why": ""})
-            cell = r.cells.get(trial)
-            row["points"][str(x)] = dataclasses.asdict(cell) if cell else {"message": f"skipped: {r.skipped}"}
+            cell = dataclasses.asdict(r.cells[trial]) if trial in r.cells else {}
+            if r.skipped:  # compare leaves an empty cell for a candidate that cannot run here
+                cell["message"] = f"skipped: {r.skipped}"
+            row["points"][str(x)] = cell
+        on_point({"meta": meta, "rows": list(rows.values())})
     for row in rows.values():
-        bad = [f"{x}: {c.get('message') or 'not timed'}" for x, c in row["points"].items()
+        bad = [f"{name}={x}: {c.get('message') or 'not timed'}" for x, c in row["points"].items()
                if not c.get("correct") or c.get("median_us") is None]
         if bad:
-            row["why"] = f"no fit: {name}=" + "; ".join(bad)
+            row["why"] = "no fit: " + "; ".join(bad)
             continue
+        suspect = [f"{name}={x}: {c['message']}" for x, c in row["points"].items() if c.get("message")]
+        if suspect:  # correct, but the timer flagged the point (floor, side stream): fitted, and said
+            row["why"] = "suspect timing: " + "; ".join(suspect)
         xs = [float(x) for x in row["points"]]
         f = fit_line(xs, [row["points"][x]["median_us"] for x in row["points"]])
         row["fit"] = dataclasses.asdict(f)
@@ -129,7 +137,8 @@ def render_markdown(data: Mapping[str, Any], *, at: int | None = None) -> str:
         f = r.get("fit")
         if f:
             fit_cells = [_fmt(f["fixed_us"]), _fmt(f["slope_us"] * 1000, 2),
-                         f"{100.0 * f['fixed_us'] / Fit(**f).at(at):.1f}%", f"{f['max_residual_pct']:.2f}%"]
+                         f"{100.0 * f['fixed_us'] / Fit(**f).at(at):.1f}%",
+                         f"{f['max_residual_pct']:.2f}%" if len(values) > 2 else "n/a (2 points)"]
         else:
             fit_cells = ["-", "-", "-", "-"]
         note = (r.get("why") or "").replace("|", "\\|").replace("\n", " ")
@@ -183,10 +192,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         if "," in args.trial:
             ap.error(f"--trial {args.trial!r}: one trial per run (the fit is per trial); run once per trial")
         device = default_device(args.device)
+        def partial(d: dict[str, Any]) -> None:  # the points so far, in case the run is cut short
+            if args.json:
+                atomic_write_text(args.json + ".partial", json.dumps(d, indent=2, default=str) + "\n")
+
         data = scaling(kernel=args.kernel, versions=versions, peers=peers, trial=args.trial, name=name,
                        values=values, params=params, device=device, rounds=args.rounds, warmup=args.warmup,
                        seed=args.seed, check_repeats=args.check_repeats, kernels_dir=args.kernels_dir,
-                       log=lambda m: print(m, file=sys.stderr, flush=True))
+                       log=lambda m: print(m, file=sys.stderr, flush=True), on_point=partial)
         if device.startswith("cuda"):
             from pytest_kforge.gpuinfo import gpu_name
 
@@ -200,6 +213,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         atomic_write_text(args.out, text)
     if args.json and not args.from_json:
         atomic_write_text(args.json, json.dumps(data, indent=2, default=str) + "\n")
+        Path(args.json + ".partial").unlink(missing_ok=True)
     wrong = [r["name"] for r in data["rows"] for c in r["points"].values() if c.get("correct") is False]
     return 1 if wrong else 0
 

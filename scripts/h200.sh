@@ -169,7 +169,7 @@ flashmla)
     # SCALING=1: BEST (+ SCALING_VERSIONS) and FlashMLA timed at three sequence lengths, a line fitted to each:
     # the per-tile fixed cost against the streaming cost (benchmarks/scaling.py, ~3-4 min)
     [ -z "${SCALING:-}" ] || TAIL=30 run scaling-flashmla 300 python3 -m benchmarks.scaling --kernel mla \
-        --versions "$BEST${SCALING_VERSIONS:+,$SCALING_VERSIONS}" --peers flashmla --trial "${SIDE_TRIAL:-spec}" \
+        --versions "$BEST${SCALING_VERSIONS:+,$SCALING_VERSIONS}" --peers flashmla --trial "${SCALING_TRIAL:-spec}" \
         --vary "${SCALING_VARY:-t=2048,4096,8192}" --rounds 30 --out "$KF/scaling.md" --json "$KF/scaling.json"
   fi
   ;;

@@ -344,6 +344,20 @@ def test_wgmma_loops_counts_r2ur_in_the_innermost_wgmma_loops_only() -> None:
     assert px.wgmma_loops("\n".join(ln for ln in lines if "R2UR" not in ln))[0]["r2ur"] == 0
 
 
+def test_sass_loop_report_says_a_tool_failure_instead_of_raising(monkeypatch, tmp_path) -> None:
+    _host()
+    px = importlib.import_module("kforge_kernels.mla._cute_ptxas")
+    bad = tmp_path / "ptxas"
+    bad.write_text("#!/bin/sh\necho 'ptxas fatal: broken' >&2\nexit 1\n")
+    bad.chmod(0o755)
+    monkeypatch.setattr(px.shutil, "which", lambda name: str(bad) if name == "ptxas" else None)
+    monkeypatch.setenv("NVDISASM", str(bad))
+    why = px.sass_loop_report("not ptx")
+    assert isinstance(why, str) and why.startswith("not checked: CalledProcessError")
+    monkeypatch.delenv("NVDISASM")
+    assert px.sass_loop_report("not ptx") is None  # no nvdisasm anywhere: not checked, no error
+
+
 def test_ptxas_cache_notes_label_each_kept_kernel(monkeypatch) -> None:
     """The self-check's ptxas pass: one note per compiled function with kept PTX, labelled by kind and shape."""
     _host()

@@ -83,3 +83,31 @@ def test_vary_is_required_unless_re_rendering(capsys: pytest.CaptureFixture[str]
     with pytest.raises(SystemExit):
         main(["--versions", "v0", "--device", "cpu"])
     assert "--vary is required" in capsys.readouterr().err
+
+
+def test_an_unavailable_peer_says_why_and_partial_points_are_kept(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from benchmarks.peers import get_peer
+
+    why = get_peer("flashinfer_fa3").available()
+    if why is None:
+        pytest.skip("FlashInfer is importable here; this test needs a peer that cannot run")
+    seen: list[int] = []
+    real_write = __import__("pytest_kforge.fsutil", fromlist=["atomic_write_text"]).atomic_write_text
+
+    def spy(path, text):  # type: ignore[no-untyped-def]
+        if str(path).endswith(".partial"):
+            seen.append(len(json.loads(text)["rows"][0]["points"]))
+        return real_write(path, text)
+
+    monkeypatch.setattr("pytest_kforge.fsutil.atomic_write_text", spy)
+    rc = main(["--peers", "flashinfer_fa3,torch_bmm", "--trial", "decode", "--vary", "t=70,140", "--params",
+               "b=2,h=16", "--device", "cpu", "--rounds", "2", "--warmup", "0", "--check-repeats", "1",
+               "--kernels-dir", str(REPO / "kernels"), "--json", str(tmp_path / "s.json"),
+               "--out", str(tmp_path / "s.md")])
+    assert rc == 0
+    rows = {r["name"]: r for r in json.loads((tmp_path / "s.json").read_text())["rows"]}
+    assert rows["flashinfer_fa3"]["why"] == f"no fit: t=70: skipped: {why}; t=140: skipped: {why}"
+    assert rows["torch_bmm"]["fit"] is not None
+    assert seen == [1, 2] and not (tmp_path / "s.json.partial").exists()  # kept after each value, then replaced
+    assert "n/a (2 points)" in (tmp_path / "s.md").read_text()

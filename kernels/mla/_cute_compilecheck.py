@@ -72,7 +72,9 @@ def main(argv: list[str]) -> int:
                 line += f" | WGMMA SERIALIZED ({tag}): {why}"
                 bad += 1
         loops = sass_loop_report(f_main.__ptx__) if getattr(f_main, "__ptx__", None) else None
-        if loops is not None:  # informational: R2UR in a wgmma loop costs latency on every trip (see q_after_kv)
+        if isinstance(loops, str):  # ptxas or nvdisasm failed: said, not fatal
+            line += f" | wgmma loops: {loops}"
+        elif loops is not None:  # informational: R2UR in a wgmma loop costs latency on every trip (see q_after_kv)
             line += " | wgmma loops: " + (", ".join(f"{lp['instructions']} instr {lp['r2ur']} R2UR" for lp in loops)
                                           or "none")
             if any(lp["r2ur"] for lp in loops):

@@ -93,17 +93,21 @@ def wgmma_loops(sass: str) -> list[dict[str, int]]:
              "syncs": sum("SYNCS" in x for x in ins[a:b + 1])} for a, b in sorted(set(inner))]
 
 
-def sass_loop_report(ptx: str, arch: str = "sm_90a") -> list[dict[str, int]] | None:
-    """:func:`wgmma_loops` of ``ptx`` compiled by ptxas and disassembled by nvdisasm; None without either tool."""
+def sass_loop_report(ptx: str, arch: str = "sm_90a") -> list[dict[str, int]] | str | None:
+    """:func:`wgmma_loops` of ``ptx`` compiled by ptxas and disassembled by nvdisasm; None without either tool,
+    and one sentence instead of the loops when either fails (the report is informational: it never raises)."""
     exe, dis = shutil.which("ptxas"), _nvdisasm()
     if exe is None or dis is None:
         return None
-    with tempfile.TemporaryDirectory(prefix="kforge_sass_") as tmp:
-        path, cubin = Path(tmp, "k.ptx"), Path(tmp, "k.cubin")
-        path.write_text(ptx.replace(".version 9.4", ".version 9.0"))
-        subprocess.run([exe, f"-arch={arch}", str(path), "-o", str(cubin)], capture_output=True, timeout=180,
-                       check=True)
-        sass = subprocess.run([dis, str(cubin)], capture_output=True, text=True, timeout=120, check=True).stdout
+    try:
+        with tempfile.TemporaryDirectory(prefix="kforge_sass_") as tmp:
+            path, cubin = Path(tmp, "k.ptx"), Path(tmp, "k.cubin")
+            path.write_text(ptx.replace(".version 9.4", ".version 9.0"))
+            subprocess.run([exe, f"-arch={arch}", str(path), "-o", str(cubin)], capture_output=True, timeout=180,
+                           check=True)
+            sass = subprocess.run([dis, str(cubin)], capture_output=True, text=True, timeout=120, check=True).stdout
+    except (subprocess.SubprocessError, OSError) as exc:
+        return f"not checked: {type(exc).__name__} running ptxas/nvdisasm ({dis}): {str(exc)[:160]}"
     return wgmma_loops(sass)
 
 
