@@ -39,7 +39,8 @@ KINDS = ("sm80", "sm80_dedup", "sm90", "sm90_pvfirst", "sm90_lazy", "sm90_bf16p"
          "sm90_seesaw_pair_c3early", "sm90_seesaw_pair_persist", "sm90_seesaw_pair_c3own",
          "sm90_seesaw_pair_c3split", "sm90_seesaw_pair_c3freea", "sm90_seesaw_pair_c3m0",
          "sm90_seesaw_pair_c3freem0", "sm90_seesaw_pair_c3pv", "sm90_seesaw_pair_c3m0pv",
-         "sm90_seesaw_pair_bfirst", "sm90_seesaw_pair_bfirstfree", "sm90_seesaw_pair_persistql") + RING_PROBES + tuple(
+         "sm90_seesaw_pair_bfirst", "sm90_seesaw_pair_bfirstfree", "sm90_seesaw_pair_persistql",
+         "sm90_seesaw_pair_persistqe") + RING_PROBES + tuple(
              f"{k}_trace" for k in TRACEABLE)
 
 
@@ -89,10 +90,12 @@ def kernel_class(kind: str) -> Any:
             from kforge_kernels.mla import _cute_seesaw_pair as sp
             from kforge_kernels.mla import _cute_seesaw_soft1 as s1
 
-            if kind in ("sm90_seesaw_pair_persist", "sm90_seesaw_pair_persistql"):
+            if kind in ("sm90_seesaw_pair_persist", "sm90_seesaw_pair_persistql", "sm90_seesaw_pair_persistqe"):
                 from kforge_kernels.mla import _cute_persistent as ps
 
-                return ps.MlaSplitSm90SeesawPersistentQLast if kind.endswith("ql") else ps.MlaSplitSm90SeesawPersistent
+                return {"sm90_seesaw_pair_persist": ps.MlaSplitSm90SeesawPersistent,
+                        "sm90_seesaw_pair_persistql": ps.MlaSplitSm90SeesawPersistentQLast,
+                        "sm90_seesaw_pair_persistqe": ps.MlaSplitSm90SeesawPersistentQEarly}[kind]
             if kind in ("sm90_seesaw_pair_bfirst", "sm90_seesaw_pair_bfirstfree"):
                 from kforge_kernels.mla import _cute_seesaw_bfirst as bf
 

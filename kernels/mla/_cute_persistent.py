@@ -11,7 +11,10 @@ What the loop has to keep right (each is a hang or a wrong answer if missed):
 
 * Q's buffer is also O's staging tile: the consumers give Q's pipeline slot back only after the
   epilogue (the storing warp of each warpgroup waits until its bulk store has read the tile, then
-  syncs, before its lane 0 arrives), and the producer acquires the slot before it loads the next Q;
+  syncs, before its lane 0 arrives), and the producer acquires the slot before it loads the next Q.
+  With ``loop_q_early`` (v47_cute) O leaves from registers instead, and each warpgroup gives the slot
+  back right after its last S GEMM of the tile (a tile without pages, after its pair loop), so the
+  producer loads the next Q first, under this tile's last P V GEMMs and epilogue;
 * the KV ring's passes run on across tiles: a tile with an odd page count still passes a page B
   through the ring (the producer loads the tile's last page again; the consumers wait for it and
   give it back without using it), and the consumers' pair parity continues from the previous tile
@@ -72,12 +75,13 @@ class MlaSplitSm90SeesawPersistent(MlaSplitSm90SeesawPairC3Early):
 
     def _check_loopable(self) -> None:
         """Trace time: the loop supports none of the schedule flags that assume one tile per CTA (and needs the
-        TMA-store epilogue: its O partition, built once in ``_seesaw_parts``, is the same for every tile)."""
+        TMA-store epilogue, whose O partition, built once in ``_seesaw_parts``, is the same for every tile, unless
+        ``loop_q_early`` stores O from registers through a per-tile view)."""
         bad = [name for name, on in (("q_reg_blocks", self.q_reg_blocks > 0), ("early_issue", self.early_issue),
                                      ("early_release", self.early_release), ("cluster", self.cluster > 1),
                                      ("l2_prefetch_pages", self.l2_prefetch_pages > 0), ("stagger", self.stagger),
                                      ("trace", self.trace), ("fused_combine", self.fused_combine),
-                                     ("tma_store_o off", not self.o_via_tma),
+                                     ("tma_store_o off", not self.o_via_tma and not self.loop_q_early),
                                      ("chunk_order", bool(self.chunk_order)), ("release_unread", self.release_unread))
                if on]
         if bad:
@@ -97,9 +101,10 @@ class MlaSplitSm90SeesawPersistent(MlaSplitSm90SeesawPairC3Early):
             bi = tile // self.m_blocks
             n_pages = (mLens[bi] + PAGE - 1) // PAGE
             # Q's slot comes free only after the previous tile's epilogue, page A's and B's before it: after
-            # the first tile, the first pair's pages go out first and land while the epilogue runs
+            # the first tile, the first pair's pages go out first and land while the epilogue runs (with
+            # loop_q_early the slot frees at the previous tile's last S GEMMs, before its pages: Q goes first)
             n_load = (n_pages + 1) // 2 * 2  # an odd last page is followed by itself again: whole pairs of stages
-            q_at = cutlass.Int32(2)  # the page before which Q goes out
+            q_at = cutlass.Int32(0 if self.loop_q_early else 2)  # the page before which Q goes out
             if tile == first:
                 q_at = cutlass.Int32(0)
             q_at = cutlass.min(q_at, n_load)  # a tile without pages still gets its Q (the spec has none)
@@ -130,4 +135,11 @@ class MlaSplitSm90SeesawPersistentQLast(MlaSplitSm90SeesawPersistent):
     shared-memory base in a uniform register: no R2UR in the consumers' pair loops (v36_cute: 10 and 16)."""
 
     q_after_kv = True
+
+
+class MlaSplitSm90SeesawPersistentQEarly(MlaSplitSm90SeesawPersistentQLast):
+    """v46_cute's loop with the next tile's Q loaded during this tile's last P V GEMMs and epilogue
+    (``loop_q_early``: Q's buffer given back after the last S GEMMs, O stored from registers)."""
+
+    loop_q_early = True  # (the one-tile kernels of the same kind, decode's, keep the TMA-store epilogue)
 

@@ -156,6 +156,13 @@ class MlaSplitSm90Seesaw(SeesawOps, MlaSplitSm90):
                              "vr_first (which makes P_A V_AL wait for WG1's issue); change one.")
         if cutlass.const_expr(looping):
             acc_O.fill(0.0)
+        q_early = looping and self.loop_q_early  # (trace time) Q's buffer goes back after the last S GEMMs
+        if cutlass.const_expr(q_early and (self.early_issue or self.q_reg_blocks > 0)):
+            raise ValueError(f"{type(self).__name__}: loop_q_early gives Q's buffer back once each warpgroup has "
+                             "waited for its last S GEMM and never copies Q to registers; it cannot run with "
+                             "early_issue or q_reg_blocks (turn them off).")
+        if cutlass.const_expr(q_early):
+            tOgO = self._o_tile(thr_pv, mOp, bi, m_block, c)  # O leaves from registers: this tile's slice
         s_shape = thr_qk.partition_shape_C((BLOCK_M, PAGE))
         n_rows, m_run, row_sum, scale = self._row_state(acc_O, 1)  # m_run: the shared max as this WG knows it
         first_masked_pos = t - self.s + 1
@@ -189,6 +196,9 @@ class MlaSplitSm90Seesaw(SeesawOps, MlaSplitSm90):
                         self._release(kv_pipe, 1, 1 - ph)
                 warpgroup.wait_group(0)
                 self._ev(mSem, ctid, c, k, 2)  # S_A done
+                if cutlass.const_expr(q_early):
+                    if k == n_pairs - 1:
+                        q_pipe.consumer_release(q_state)  # WG0's last read of Q: the next tile's Q may land
                 if cutlass.const_expr(self.release_unread):
                     # page A's chunks outside WG0's O columns: only S_A read them.  (P_A is stored into page A's
                     # last chunk later; WG1 reads it there and releases after, so the slot cannot refill before)
@@ -268,6 +278,9 @@ class MlaSplitSm90Seesaw(SeesawOps, MlaSplitSm90):
                 if cutlass.const_expr(not self.early_issue):
                     warpgroup.wait_group(0)
                 self._ev(mSem, ctid, c, k, 2)  # S_B done
+                if cutlass.const_expr(q_early):
+                    if k == n_pairs - 1:
+                        q_pipe.consumer_release(q_state)  # WG1's last read of Q
                 if cutlass.const_expr(self.early_release):
                     # WG1 reads V_L blocks (0-3) of no page after its S: give page A's back at once
                     # and page B's now that S_B is done, so each refills after WG0's P V alone
@@ -342,12 +355,15 @@ class MlaSplitSm90Seesaw(SeesawOps, MlaSplitSm90):
                 self._ev(mSem, ctid, c, k, 7)  # P_B V_BR done
 
         self._hdr(mSem, ctid, 4 + c)  # loop end
+        if cutlass.const_expr(q_early):
+            if n_pairs == 0:
+                q_pipe.consumer_release(q_state)  # a tile without pages read no Q: give it back all the same
         total = self._pair_epilogue(acc_O, tOgO, tScS_mn, m_run, row_sum, sh, m_block, bi, split, c, ctid, mLp,
                                     scale_log2)
         if cutlass.const_expr(self.fused_combine and not self.direct):
             self._merge_splits(thr_pv, acc_O, tScS_mn, m_run, total, m_block, bi, split, c, ctid, sh,
                                mOp, mLp, mOut, mLse, mSem, scale_log2)
-        if cutlass.const_expr(looping):
+        if cutlass.const_expr(looping and not q_early):
             q_pipe.consumer_release(q_state)  # O's TMA store has read Q's buffer: the next Q may land
         self._hdr(mSem, ctid, 6 + c)  # epilogue (and pair merge) done
         if c == 0:

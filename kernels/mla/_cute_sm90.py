@@ -95,6 +95,10 @@ class MlaSplitSm90(HalfPageConsumer, SplitEpilogue, TraceProbe, KvLoads):
     #: register for the whole kernel and moved it back (R2UR) before the consumers' barrier waits and wgmma
     #: descriptors, 10 and 16 times per pair (v36_cute; v35_cute's pair loops have none)
     q_after_kv = False
+    #: the persistent loop gives Q's buffer back after each warpgroup's last S GEMM of a tile (not after the
+    #: epilogue) and stores O from registers (no staging in Q's buffer), so the producer loads the next tile's Q
+    #: while the last pair's P V GEMMs and the epilogue run (v47_cute)
+    loop_q_early = False
 
     @property
     def looping(self) -> bool:

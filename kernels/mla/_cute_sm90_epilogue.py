@@ -24,8 +24,9 @@ class SplitEpilogue:
 
     @property
     def o_via_tma(self) -> bool:
-        """O leaves through shared memory and one TMA store per warpgroup (v28_cute): direct outputs only."""
-        return self.direct and self.tma_store_o
+        """O leaves through shared memory and one TMA store per warpgroup (v28_cute): direct outputs only, and not
+        in a persistent loop that loads the next Q during the epilogue (``loop_q_early``: O leaves from registers)."""
+        return self.direct and self.tma_store_o and not (self.loop_q_early and self.looping)
 
     def _o_partition(self, thr_pv, mOp, bi, split, m_block, c):
         """This WG's (64 x 256) slice of the output (direct) or of its split's partial, as partitioned
@@ -46,6 +47,11 @@ class SplitEpilogue:
         acc_O = cute.make_rmem_tensor(thr_pv.partition_shape_C((BLOCK_M, D_V // 2)), cutlass.Float32)
         acc_O.fill(0.0)
         return thr_pv.partition_C(gO), acc_O
+
+    def _o_tile(self, thr_pv, mOp, bi, m_block, c):
+        """This WG's (64 x 256) slice of the direct output for tile (m_block, bi), partitioned like the P V
+        accumulator: the persistent loop's register-store epilogue (``loop_q_early``), one view per tile."""
+        return thr_pv.partition_C(cute.local_tile(mOp[bi, None, None], (BLOCK_M, D_V // 2), (m_block, c)))
 
     @cute.jit
     def _epilogue(self, acc_O, tOgO, tScS_mn, row_max, total, m_block, bi, split, c, ctid, mLp, scale_log2):
