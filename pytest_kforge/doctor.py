@@ -80,8 +80,12 @@ def _import(mod: str) -> str | None:
     return None
 
 
-def run_checks() -> tuple[list[Check], bool]:
-    """All checks, and whether everything *needed* passed."""
+DSLS = ("cutile-dsl", "cute-dsl")
+
+
+def run_checks(dsls: tuple[str, ...] = DSLS) -> tuple[list[Check], bool]:
+    """All checks, and whether everything *needed* passed; the toolchain of a DSL not in ``dsls`` is not
+    checked (a run of CuTe versions only needs no cuTile)."""
     from .errors import install_command
     from .gpuinfo import dsl_versions, gpu_identity
 
@@ -96,33 +100,55 @@ def run_checks() -> tuple[list[Check], bool]:
     else:
         checks.append(Check("GPU", "FAIL", "torch.cuda.is_available() is False; kernels and timing need a "
                                            "CUDA GPU (CPU runs only check torch versions)"))
-    err = _import("cuda.tile")
-    checks.append(Check("cuTile", "FAIL" if err else "ok",
-                        f"import cuda.tile failed ({err}); {install_command()}" if err
-                        else f"cuda-tile {vers['cuda-tile']}"))
-    tileiras = shutil.which("tileiras")
-    tv = parse_cuda_version(_run([tileiras, "--version"])) if tileiras else None
-    if tileiras is None:
-        checks.append(Check("tileiras", "FAIL", "not on PATH; pip install \"cuda-tile[tileiras]\""))
-    elif tv is not None and tv < (13, 3) and str(ident.get("capability", "")).startswith("9."):
-        checks.append(Check("tileiras", "FAIL", f"{tileiras} is {tv[0]}.{tv[1]}; Hopper needs >= 13.3"))
+    if "cutile-dsl" in dsls:
+        checks += _cutile_checks(vers, ident, install_command())
     else:
-        checks.append(Check("tileiras", "ok", f"{tileiras} ({'%d.%d' % tv if tv else 'version unknown'})"))
-    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
-    checks.append(check_cuda_home(tv, home, cuda_home_version(home) if home else None))
-    err = _import("cutlass.cute")
-    checks.append(Check("CuTe DSL", "FAIL" if err else "ok",
-                        f"import cutlass.cute failed ({err}); {install_command()}" if err
-                        else f"nvidia-cutlass-dsl {vers['nvidia-cutlass-dsl']}"))
+        checks.append(Check("cuTile", "ok", "not checked (this run has no cutile-dsl version)"))
+    if "cute-dsl" in dsls:
+        err = _import("cutlass.cute")
+        checks.append(Check("CuTe DSL", "FAIL" if err else "ok",
+                            f"import cutlass.cute failed ({err}); {install_command()}" if err
+                            else f"nvidia-cutlass-dsl {vers['nvidia-cutlass-dsl']}"))
+    else:
+        checks.append(Check("CuTe DSL", "ok", "not checked (this run has no cute-dsl version)"))
     ncu = shutil.which("ncu")
     checks.append(Check("ncu", "ok" if ncu else "warn",
                         ncu or "not on PATH; profiling (--kforge-profile) needs Nsight Compute"))
     return checks, all(c.status != "FAIL" for c in checks)
 
 
+def _cutile_checks(vers: dict, ident: dict, install: str) -> list[Check]:
+    """cuTile's import, its tileiras compiler and the CUDA_HOME trap."""
+    out: list[Check] = []
+    err = _import("cuda.tile")
+    out.append(Check("cuTile", "FAIL" if err else "ok",
+                     f"import cuda.tile failed ({err}); {install}" if err else f"cuda-tile {vers['cuda-tile']}"))
+    tileiras = shutil.which("tileiras")
+    tv = parse_cuda_version(_run([tileiras, "--version"])) if tileiras else None
+    if tileiras is None:
+        out.append(Check("tileiras", "FAIL", "not on PATH; pip install \"cuda-tile[tileiras]\""))
+    elif tv is not None and tv < (13, 3) and str(ident.get("capability", "")).startswith("9."):
+        out.append(Check("tileiras", "FAIL", f"{tileiras} is {tv[0]}.{tv[1]}; Hopper needs >= 13.3"))
+    else:
+        out.append(Check("tileiras", "ok", f"{tileiras} ({'%d.%d' % tv if tv else 'version unknown'})"))
+    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    out.append(check_cuda_home(tv, home, cuda_home_version(home) if home else None))
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    checks, ok = run_checks()
+    """``[--json] [--dsl cute-dsl[,cutile-dsl]]``: ``--dsl`` checks only the named DSLs' toolchains."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    dsls = DSLS
+    if "--dsl" in args:
+        i = args.index("--dsl")
+        picked = tuple(d.strip() for d in (args[i + 1] if i + 1 < len(args) else "").split(",") if d.strip())
+        unknown = [d for d in picked if d not in DSLS]
+        if not picked or unknown:
+            print(f"doctor: --dsl wants a comma list of {', '.join(DSLS)}; got {', '.join(unknown) or 'nothing'}")
+            return 2
+        dsls = picked
+    checks, ok = run_checks(dsls)
     if "--json" in args:
         print(json.dumps([dataclasses.asdict(c) for c in checks], indent=2))
     else:

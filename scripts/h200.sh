@@ -185,7 +185,12 @@ all)
   case "$V" in part:*)  # checked before anything runs, and said in the step's log
     V=$(mla_versions "$V" 2>"$KF/part.err") || { log "$(cat "$KF/part.err")"; pack; exit 2; }
     log "VERSIONS=$VERSIONS: $V" ;; esac
-  run doctor 60 python3 -m pytest_kforge.doctor
+  # the doctor checks the toolchains these versions need (a CuTe-only part has no cuTile staged)
+  dsl=""
+  if [ "$V" = all ]; then dsl="cutile-dsl,cute-dsl"; else
+    echo "$V" | tr ',' '\n' | grep -qE '^v[1-9][0-9]*$' && dsl="cutile-dsl"
+    echo "$V" | tr ',' '\n' | grep -qE '^v[0-9]+_cute$' && dsl="${dsl:+$dsl,}cute-dsl"; fi
+  run doctor 60 python3 -m pytest_kforge.doctor ${dsl:+--dsl "$dsl"}
   S="file://$KF/bench"
   name=suite-all
   [ "$V" = all ] || name="suite-all-$(echo "$V" | awk -F, '{print (NF > 1) ? $1 "-" $NF : $1}')"

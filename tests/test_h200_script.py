@@ -273,3 +273,13 @@ def test_candidates_step_times_only_what_the_self_check_passed(tmp_path: Path) -
     argv = [json.loads(ln) for ln in (tmp_path / "argv.log").read_text().splitlines()]
     assert not any("benchmarks.compare" in a or "--kernel-version" in a for a in argv)
     assert "candidates: self-check rc=1: not timed" in (tmp_path / "kf" / "candidates.log").read_text()
+
+
+def test_all_step_doctor_checks_only_the_dsls_of_its_versions(tmp_path: Path) -> None:
+    _log, argv = _all_step(tmp_path, "VERSIONS=v0,v1_cute,v2_cute", "SKIP_COMPARE=1", "SKIP_NCU=1", "SUITE_S=1")
+    doctor = next(a for a in argv if "pytest_kforge.doctor" in a)
+    assert doctor[-2:] == ["--dsl", "cute-dsl"]
+    (tmp_path / "argv.log").write_text("")
+    _log, argv = _all_step(tmp_path, "VERSIONS=v0,v3,v12_cute", "SKIP_COMPARE=1", "SKIP_NCU=1", "SUITE_S=1")
+    assert next(a for a in argv if "pytest_kforge.doctor" in a)[-2:] == ["--dsl", "cutile-dsl,cute-dsl"]
+
