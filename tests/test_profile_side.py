@@ -34,7 +34,16 @@ def test_render_puts_each_kernel_in_a_column_and_ranks_stalls() -> None:
     assert "duration 830,700 ns in all" in text and "duration 866,560 ns in all" in text
     rows = [label for _, label in metric_rows(ours + peer)]
     # curated first, then stall reasons by their largest value (wait 2.5 > barrier 1.5), zero-only ones dropped
-    assert rows == ["duration", "registers / thread", "stall: wait", "stall: barrier", "pipe: xu"]
+    assert rows == ["duration", "registers / thread", "stall (warps per issue): wait",
+                    "stall (warps per issue): barrier", "pipe: xu"]
+
+
+def test_cells_use_readable_units() -> None:
+    from pytest_kforge.profile.side import _cell
+
+    assert _cell(1742566877.0, "hz") == "1,743 MHz"
+    assert _cell(277982720.0, "byte") == "278 MB" and _cell(7424.0, "byte") == "0.00742 MB"
+    assert _cell(2.04, "inst") == "2.04" and _cell(866272.0, "ns") == "866,272 ns" and _cell(None, "ns") == "-"
 
 
 def test_render_without_kernels_says_so() -> None:

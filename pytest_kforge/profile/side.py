@@ -43,7 +43,7 @@ CURATED: tuple[tuple[str, str], ...] = (
 )
 #: metric families listed whole (prefix, suffix, label prefix)
 FAMILIES: tuple[tuple[str, str, str], ...] = (
-    ("smsp__average_warps_issue_stalled_", "_per_issue_active.ratio", "stall: "),
+    ("smsp__average_warps_issue_stalled_", "_per_issue_active.ratio", "stall (warps per issue): "),
     ("sm__inst_executed_pipe_", ".avg.pct_of_peak_sustained_active", "pipe: "),
 )
 
@@ -76,11 +76,19 @@ def metric_rows(records: Sequence[KernelRecord]) -> list[tuple[str, str]]:
     return rows
 
 
+#: ncu's base units shown in the unit an engineer reads them in: (unit, factor, shown as)
+_READABLE = {"hz": (1e-6, "MHz"), "byte": (1e-6, "MB"), "inst": (1.0, "")}
+
+
 def _cell(value: float | None, unit: str) -> str:
+    """``866,272 ns``, ``1,743 MHz`` (not 1,742,566,877 hz), ``278 MB``; the stall ratios carry no unit (ncu
+    labels them "inst"; they are warps stalled for that reason per issued instruction)."""
     if value is None:
         return "-"
+    factor, shown = _READABLE.get(unit.strip().lower(), (1.0, unit))
+    value *= factor
     text = f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
-    return f"{text} {unit}".strip()
+    return f"{text} {shown}".strip()
 
 
 def _is_copy(name: str) -> bool:
