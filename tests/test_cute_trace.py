@@ -97,3 +97,14 @@ def test_analyse_leaves_out_events_a_kind_never_stamps() -> None:
     res = _trace().analyse(rec.astype(np.int32), 16)
     assert {(r["wg"], r["event"]) for r in res["events"]} == {(w, e) for w in (0, 1) for e in range(3)}
     assert res["pair_period"] == PERIOD and not any(np.isnan(r["median"]) for r in res["events"])
+
+
+def test_analyse_reads_only_the_records_a_persistent_grid_wrote() -> None:
+    """A persistent grid (one CTA per SM) writes its CTAs' records (each one's last tile); the buffer is sized for
+    one CTA per tile and the rest stays zero: those rows must not count as zero-length spans."""
+    tr = _trace()
+    written = _records(_layout(), ctas=3)
+    recs = np.concatenate([written, np.zeros((9, written.shape[1]), dtype=np.int32)])
+    res = tr.analyse(recs, 16)
+    assert res["ctas"] == 3
+    assert res["cta"]["start_to_q_landed"] == 300 and res["cta"]["epilogue"] == 2000

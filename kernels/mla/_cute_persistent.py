@@ -25,7 +25,10 @@ What the loop has to keep right (each is a hang or a wrong answer if missed):
   slots) before the other has read this tile's.
 
 The wave tail (1024 tiles on 132 SMs: the last round 76% full) stays: static round-robin tiles
-do not balance it.  Not traceable (the probe's records are per CTA, one tile each).
+do not balance it.  Traceable (``<kind>_trace``): a CTA's record is rewritten by every tile it runs, so
+the probe reads each CTA's last tile -- a steady-state tile whose start follows the previous epilogue,
+so its "start -> Q landed" is the Q latency the loop left exposed; the producer's slot stamps are not
+written (its loads run ahead across tiles).
 """
 
 from __future__ import annotations
@@ -80,7 +83,7 @@ class MlaSplitSm90SeesawPersistent(MlaSplitSm90SeesawPairC3Early):
         bad = [name for name, on in (("q_reg_blocks", self.q_reg_blocks > 0), ("early_issue", self.early_issue),
                                      ("early_release", self.early_release), ("cluster", self.cluster > 1),
                                      ("l2_prefetch_pages", self.l2_prefetch_pages > 0), ("stagger", self.stagger),
-                                     ("trace", self.trace), ("fused_combine", self.fused_combine),
+                                     ("fused_combine", self.fused_combine),
                                      ("tma_store_o off", not self.o_via_tma and not self.loop_q_early),
                                      ("chunk_order", bool(self.chunk_order)), ("release_unread", self.release_unread))
                if on]

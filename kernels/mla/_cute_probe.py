@@ -20,6 +20,7 @@ class TraceProbe:
     #: stamp the SM clock at schedule points into the counter argument (``_cute_trace``)
     trace = False
     m_blocks: int
+    looping: bool  # MlaSplitSm90's: the persistent loop runs
 
     def _record(self, mSem):
         """This CTA's ``TRACE_PER_CTA`` words of the probe buffer (the counter argument)."""
@@ -38,6 +39,14 @@ class TraceProbe:
             else:
                 self._record(mSem)[slot] = cute.arch.clock()
 
+    def _first_warp(self, ctid):
+        """The warpgroup's first warp (``ctid`` = thread index in the warpgroup).  In the persistent loop the
+        condition goes through ``make_warp_uniform``: ptxas serialises every wgmma of a loop when it cannot see
+        that a branch before more wgmma is warp-uniform (knowledge: wgmma-serialized-by-divergent-branch)."""
+        if cutlass.const_expr(self.looping):
+            return cute.arch.make_warp_uniform(ctid // 32) == 0
+        return ctid < 32
+
     @cute.jit
     def _slot_free(self, mSem, q, last: cutlass.Constexpr):
         """Timeline probe (producer): when page q of the split had its first (``last`` False) or last slot free,
@@ -55,7 +64,7 @@ class TraceProbe:
         kernels can miss on a power-capped board.
         """
         if cutlass.const_expr(self.trace):
-            if ctid < 32:
+            if self._first_warp(ctid):
                 self._stamp(mSem, slot, ns)
 
     @cute.jit
@@ -69,6 +78,6 @@ class TraceProbe:
         kernel hung on the H200).  A warp-uniform condition keeps every warp on one path.
         """
         if cutlass.const_expr(self.trace):
-            if ctid < 32:
+            if self._first_warp(ctid):
                 if k < TRACE_PAIRS:
                     self._stamp(mSem, TRACE_HDR + (c * TRACE_PAIRS + k) * TRACE_EVENTS + e)

@@ -72,6 +72,9 @@ def analyse(recs, n_pages: int) -> dict:
     from kforge_kernels.mla._cute_trace_layout import TRACE_EVENTS, TRACE_HDR, TRACE_PAGES, TRACE_PAIRS, TRACE_PROD
 
     recs = np.asarray(recs, dtype=np.int64)
+    # a persistent grid writes only its CTAs' records (each CTA's last tile); the rest of the buffer,
+    # sized for one CTA per tile, stays zero and would read as zero-length spans
+    recs = recs[recs[:, 0] != 0] if (recs[:, 0] != 0).any() else recs
     n_pairs = min((n_pages + 1) // 2, TRACE_PAIRS)
     ev = recs[:, TRACE_HDR:TRACE_PROD].reshape(-1, 2, TRACE_PAIRS, TRACE_EVENTS)
     prod = recs[:, TRACE_PROD:].reshape(-1, TRACE_PAGES, 2)
