@@ -181,8 +181,7 @@ class MlaSplitSm90Seesaw(SeesawOps, MlaSplitSm90):
         if c == 0:
             for k in cutlass.range(n_pairs, unroll=1):
                 ph = self._pass_parity(k, ph0)
-                pa = p_begin + 2 * k
-                has_b = pa + 1 < p_end
+                pa, has_b = self._pair_pages(k, p_begin, p_end)
                 self._ev(mSem, ctid, c, k, 0)
                 acc_S = cute.make_rmem_tensor(s_shape, f32)
                 acc_S.fill(0.0)
@@ -262,8 +261,7 @@ class MlaSplitSm90Seesaw(SeesawOps, MlaSplitSm90):
         else:
             for k in cutlass.range(n_pairs, unroll=1):
                 ph = self._pass_parity(k, ph0)
-                pa = p_begin + 2 * k
-                has_b = pa + 1 < p_end
+                pa, has_b = self._pair_pages(k, p_begin, p_end)
                 self._ev(mSem, ctid, c, k, 0)
                 acc_S = cute.make_rmem_tensor(s_shape, f32)
                 if cutlass.const_expr(self.solo_softmax_probe):

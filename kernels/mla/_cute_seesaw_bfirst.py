@@ -88,8 +88,7 @@ class MlaSplitSm90SeesawPairBFirst(MlaSplitSm90SeesawPairC3Early):
         if c == 0:
             for k in cutlass.range(n_pairs, unroll=1):
                 ph = self._pass_parity(k)
-                pa = p_begin + 2 * k
-                has_b = pa + 1 < p_end
+                pa, has_b = self._pair_pages(k, p_begin, p_end)
                 self._ev(mSem, ctid, c, k, 0)
                 acc_S = cute.make_rmem_tensor(s_shape, f32)
                 acc_S.fill(0.0)
@@ -129,8 +128,7 @@ class MlaSplitSm90SeesawPairBFirst(MlaSplitSm90SeesawPairC3Early):
         else:
             for k in cutlass.range(n_pairs, unroll=1):
                 ph = self._pass_parity(k)
-                pa = p_begin + 2 * k
-                has_b = pa + 1 < p_end
+                pa, has_b = self._pair_pages(k, p_begin, p_end)
                 self._ev(mSem, ctid, c, k, 0)
                 acc_S = cute.make_rmem_tensor(s_shape, f32)
                 if has_b:

@@ -72,6 +72,13 @@ class SeesawOps:
         of the earlier tiles) (ph0 + k) % 2."""
         return k % 2 if ph0 is None else (ph0 + k) % 2
 
+    @staticmethod
+    def _pair_pages(k, p_begin, p_end):
+        """Pair k's page A (page ``p_begin + 2k`` of the tile) and whether a page B follows it (an odd page
+        count leaves the last pair without one)."""
+        pa = p_begin + 2 * k
+        return pa, pa + 1 < p_end
+
     def _blocks(self, half: int | None = None) -> tuple[int, ...]:
         """The 64-dim KV blocks of a page: all of them, or those holding O columns of warpgroup ``half``."""
         if half is None:

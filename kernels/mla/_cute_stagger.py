@@ -67,8 +67,7 @@ class MlaSplitSm90Stagger(MlaSplitSm90SeesawChunked):
         """Load each pair's 18 blocks in ``LOAD_ORDER`` (page B's only when the pair has one)."""
         n_pairs = (n_iter + 1) // 2
         for k in cutlass.range(n_pairs, unroll=1):
-            pa = p_begin + 2 * k
-            has_b = pa + 1 < p_end
+            pa, has_b = self._pair_pages(k, p_begin, p_end)
             page_a = mBT[bi, pa]
             page_b = mBT[bi, cutlass.min(pa + 1, p_end - 1)]
             ph = (k + 1) % 2  # a producer waits on the empty barriers' previous phase
@@ -126,8 +125,7 @@ class MlaSplitSm90Stagger(MlaSplitSm90SeesawChunked):
                 warpgroup.wait_group(0)
             for k in cutlass.range(n_pairs, unroll=1):
                 ph = k % 2
-                pa = p_begin + 2 * k
-                has_b = pa + 1 < p_end
+                pa, has_b = self._pair_pages(k, p_begin, p_end)
                 # S_A read A8 and A4-7 for the last time
                 self._release_blocks(kv_pipe, 0, ph, ROPE + V_RIGHT)
                 self._page_softmax(acc_S, tScS_mn, pa, first_masked_pos, m_block, scale_log2, m_run, row_sum, scale)
@@ -173,8 +171,7 @@ class MlaSplitSm90Stagger(MlaSplitSm90SeesawChunked):
                     acc_S.fill(-cutlass.Float32.inf)
             for k in cutlass.range(n_pairs, unroll=1):
                 ph = k % 2
-                pa = p_begin + 2 * k
-                has_b = pa + 1 < p_end
+                pa, has_b = self._pair_pages(k, p_begin, p_end)
                 if has_b:
                     # S_B waited on B4-7, loaded after A8 and A0-3: those phases are complete
                     self._release_blocks(kv_pipe, 0, ph, ROPE + V_LEFT)
