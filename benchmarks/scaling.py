@@ -119,13 +119,11 @@ def scaling(*, kernel: str, versions: Sequence[str], peers: Sequence[str], trial
     return {"meta": meta, "rows": list(rows.values())}
 
 
-def _fmt(x: float | None, digits: int = 1) -> str:
-    return "-" if x is None else f"{x:,.{digits}f}"
-
-
 def render_markdown(data: Mapping[str, Any], *, at: int | None = None) -> str:
     """One row per candidate: the medians, the fitted fixed cost, the slope per 1,000 of the varied
     parameter, the fixed cost's share of the time at ``at`` (default: the middle value) and the worst residual."""
+    from benchmarks.compare import _fmt
+
     meta = data["meta"]
     name, values = meta["vary"], [int(v) for v in meta["values"]]
     at = at if at is not None else values[len(values) // 2]
@@ -155,6 +153,10 @@ def render_markdown(data: Mapping[str, Any], *, at: int | None = None) -> str:
     if meta.get("command"):
         info.append(f"- command: `{meta['command']}`")
     return "\n".join([*info, "", *lines]) + "\n"
+
+
+def _json_text(data: Mapping[str, Any]) -> str:
+    return json.dumps(data, indent=2, default=str) + "\n"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -192,9 +194,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if "," in args.trial:
             ap.error(f"--trial {args.trial!r}: one trial per run (the fit is per trial); run once per trial")
         device = default_device(args.device)
+
         def partial(d: dict[str, Any]) -> None:  # the points so far, in case the run is cut short
             if args.json:
-                atomic_write_text(args.json + ".partial", json.dumps(d, indent=2, default=str) + "\n")
+                atomic_write_text(args.json + ".partial", _json_text(d))
 
         data = scaling(kernel=args.kernel, versions=versions, peers=peers, trial=args.trial, name=name,
                        values=values, params=params, device=device, rounds=args.rounds, warmup=args.warmup,
@@ -212,7 +215,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.out:
         atomic_write_text(args.out, text)
     if args.json and not args.from_json:
-        atomic_write_text(args.json, json.dumps(data, indent=2, default=str) + "\n")
+        atomic_write_text(args.json, _json_text(data))
         Path(args.json + ".partial").unlink(missing_ok=True)
     wrong = [r["name"] for r in data["rows"] for c in r["points"].values() if c.get("correct") is False]
     return 1 if wrong else 0
