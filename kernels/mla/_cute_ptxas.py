@@ -38,6 +38,11 @@ def serialized_wgmma(ptxas_stderr: str) -> list[str]:
     return out
 
 
+def _for_local_ptxas(ptx: str) -> str:
+    """The DSL's PTX with its ISA version lowered to what CUDA 13.0's ptxas accepts (see the module note)."""
+    return ptx.replace(".version 9.4", ".version 9.0")
+
+
 def ptxas_report(ptx: str, arch: str = "sm_90a") -> tuple[str, list[str]] | None:
     """``(resource summary, serialisation reasons)`` of ``ptxas -v`` on ``ptx``; None without a ptxas on PATH."""
     exe = shutil.which("ptxas")
@@ -45,7 +50,7 @@ def ptxas_report(ptx: str, arch: str = "sm_90a") -> tuple[str, list[str]] | None
         return None
     with tempfile.TemporaryDirectory(prefix="kforge_ptxas_") as tmp:
         path = Path(tmp, "k.ptx")
-        path.write_text(ptx.replace(".version 9.4", ".version 9.0"))
+        path.write_text(_for_local_ptxas(ptx))
         res = subprocess.run([exe, "-v", f"-arch={arch}", str(path), "-o", os.devnull], capture_output=True,
                              text=True, timeout=120)
     info = [ln.split("info    :")[-1].strip() for ln in res.stderr.splitlines() if "Used" in ln or "spill" in ln]
@@ -102,7 +107,7 @@ def sass_loop_report(ptx: str, arch: str = "sm_90a") -> list[dict[str, int]] | s
     try:
         with tempfile.TemporaryDirectory(prefix="kforge_sass_") as tmp:
             path, cubin = Path(tmp, "k.ptx"), Path(tmp, "k.cubin")
-            path.write_text(ptx.replace(".version 9.4", ".version 9.0"))
+            path.write_text(_for_local_ptxas(ptx))
             subprocess.run([exe, f"-arch={arch}", str(path), "-o", str(cubin)], capture_output=True, timeout=180,
                            check=True)
             sass = subprocess.run([dis, str(cubin)], capture_output=True, text=True, timeout=120, check=True).stdout
