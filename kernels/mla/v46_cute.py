@@ -15,6 +15,12 @@ loops 997 / 1,101 SASS instructions with no R2UR against v35_cute's 1,001 / 1,09
 cost v36_cute its gain, spec lands 0.5-1.5% below v35_cute (855-864 us against ~868); if they cost little,
 it lands on v36_cute (~877 us) and the loop's loss is elsewhere (the scaling run, ``benchmarks.scaling``,
 then says whether it is in the pairs or the tile edges). Decode unchanged.
+
+Measured (run 17, devlog): correct; spec 871.2 / 870.9 us (compare / harness) against v36_cute's 877.9 /
+878.4 and v35_cute's 870.7 / 866.3 in the same call; decode 73.5 / 73.2 (v35_cute 73.4 / 73.5). So the R2UR
+were v36_cute's loss (-0.8 / -0.9%), but the loop itself buys nothing: a tie with v35_cute, not the predicted
+855-864. The probe: the loop hides ~800 cycles of Q latency per tile (0.4%); the scaling run: fixed cost 4.3 us
+below v35_cute's, cost per page 0.9% above. Not kept as the best.
 """
 
 from __future__ import annotations

@@ -15,6 +15,11 @@ register-store epilogue is no slower than the TMA one, spec -0.5 to -1.5% agains
 prediction: 845-860 us); if the register stores are slower (run 10 measured v23_cute's register-store epilogue at
 ~8,100 cycles against v28_cute's TMA store at ~3,900, but v23_cute's wgmma were serialised), it can land above
 v46_cute, and the two together say which. Decode unchanged.
+
+Measured (run 17, devlog): correct; spec 897.4 / 897.0 us (compare / harness), +3.0% against v46_cute's
+871.2 / 870.9 in the same call; decode 73.5 / 76.4. The prediction's second branch: the probe has the exposed Q
+latency down from 1,678 to 93 cycles, and the register-store epilogue up from 3,849 to 7,936 cycles per tile
+(~2.3 us, ~18 us over a CTA's tiles). Discarded.
 """
 
 from __future__ import annotations
