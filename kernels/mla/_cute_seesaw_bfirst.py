@@ -36,15 +36,20 @@ import cutlass.cute as cute
 import cutlass.pipeline as pipeline
 from cutlass.cute.nvgpu import warpgroup
 
-from kforge_kernels.mla._cute_seesaw_ops import BAR_M0, BAR_S0, BAR_S1
+from kforge_kernels.mla._cute_seesaw_ops import BAR_M0, BAR_S0, BAR_S1, BAR_VR
 from kforge_kernels.mla._cute_seesaw_pair import MlaSplitSm90SeesawPairC3Early
 from kforge_kernels.mla._cute_sm90_parts import BLOCK_M, CONSUMERS, PAGE, _mn_view
 
-__all__ = ["MlaSplitSm90SeesawPairBFirst", "MlaSplitSm90SeesawPairBFirstFreeA"]
+__all__ = ["MlaSplitSm90SeesawPairBFirst", "MlaSplitSm90SeesawPairBFirstFreeA", "MlaSplitSm90SeesawPairBFirstM1"]
 
 
 class MlaSplitSm90SeesawPairBFirst(MlaSplitSm90SeesawPairC3Early):
     """v44_cute: v35_cute's kernel with WG1's page-B softmax on m0 alone and P_A scaled to m1 by WG0."""
+
+    #: WG1 publishes m1 (barrier S1) before it stores P_B, and WG0 queues P_B V_BL only once WG1 has stored
+    #: P_B and issued P_A V_AR (barrier BAR_VR): the pipe then runs P_A V_AL, P_B V_BR, P_A V_AR, P_B V_BL,
+    #: FlashMLA's order (v48_cute)
+    m1_first = False
 
     def _check_flags(self) -> None:
         flags = {"early_issue": self.early_issue, "early_release": self.early_release,
@@ -120,6 +125,10 @@ class MlaSplitSm90SeesawPairBFirst(MlaSplitSm90SeesawPairC3Early):
                 self._release(kv_pipe, 0, ph)
                 self._ev(mSem, ctid, c, k, 6)  # P_A V_AL done
                 self._rescale(acc_O, scale)
+                if cutlass.const_expr(self.m1_first):
+                    # P_B is in shared memory and P_A V_AR is queued: P_B V_BL goes in behind it, so page A
+                    # (read last by P_A V_AR) comes back before page B
+                    cute.arch.barrier(barrier_id=BAR_VR, number_of_threads=CONSUMERS)
                 if has_b:
                     self._pv(kv_pipe, pv_mma, acc_O, tOrP[None, None, None, 1], tOrV, 1, ph, 0)
                     warpgroup.wait_group(0)
@@ -146,8 +155,19 @@ class MlaSplitSm90SeesawPairBFirst(MlaSplitSm90SeesawPairC3Early):
                 self._page_softmax(acc_S, tScS_mn, pa + 1, first_masked_pos, m_block, scale_log2, m_run, row_sum,
                                    scale2)  # e(m0 - m1)
                 self._ev(mSem, ctid, c, k, 8)  # softmax arithmetic done
-                rPb = self._publish_b(acc_S, tScS_mn, tPsP, sh, has_b, m_run, c, mSem, ctid, k)  # m1, P_B; S1
-                self._ev(mSem, ctid, c, k, 5)  # P_B and m1 published
+                if cutlass.const_expr(self.m1_first):
+                    # m1 first (WG0 scales and stores P_A on it), then P_B, read by WG0's P_B V_BL after BAR_VR
+                    for r in cutlass.range_constexpr(n_rows):
+                        sh[1, tScS_mn[r, 0][0]] = m_run[r]
+                    cute.arch.barrier_arrive(barrier_id=BAR_S1, number_of_threads=CONSUMERS)
+                    self._ev(mSem, ctid, c, k, 5)  # m1 published
+                    rPb = self._bf16(acc_S)
+                    if has_b:
+                        self._store_p(rPb, tPsP[None, None, None, 1], c)
+                    self._ev(mSem, ctid, c, k, 9)  # P_B stored and fenced
+                else:
+                    rPb = self._publish_b(acc_S, tScS_mn, tPsP, sh, has_b, m_run, c, mSem, ctid, k)  # m1, P_B; S1
+                    self._ev(mSem, ctid, c, k, 5)  # P_B and m1 published
                 for r in cutlass.range_constexpr(n_rows):
                     scale[r] = scale[r] * scale2[r]
                 self._rescale(acc_O, scale)  # O_R to m1, once
@@ -157,6 +177,8 @@ class MlaSplitSm90SeesawPairBFirst(MlaSplitSm90SeesawPairC3Early):
                 self._ev(mSem, ctid, c, k, 3)  # P_A (at m1) arrived
                 self._pv(kv_pipe, pv_mma, acc_O, tOrP[None, None, None, 0], tOrV, 0, ph, 1)
                 self._ev(mSem, ctid, c, k, 4)  # P_A V_AR issued
+                if cutlass.const_expr(self.m1_first):
+                    cute.arch.barrier_arrive(barrier_id=BAR_VR, number_of_threads=CONSUMERS)  # P_B stored too
                 warpgroup.wait_group(1)  # P_B V_BR (a no-op without page B: only P_A V_AR is in flight)
                 if has_b:
                     self._release(kv_pipe, 1, ph)
@@ -176,3 +198,10 @@ class MlaSplitSm90SeesawPairBFirstFreeA(MlaSplitSm90SeesawPairBFirst):
     """v45_cute: v44_cute with WG1 giving back page A's unread chunk at barrier M0 (``wg1_free_unread_a``)."""
 
     wg1_free_unread_a = True
+
+
+class MlaSplitSm90SeesawPairBFirstM1(MlaSplitSm90SeesawPairBFirstFreeA):
+    """v48_cute: v45_cute with m1 published before P_B is stored and P_B V_BL queued behind P_A V_AR
+    (``m1_first``)."""
+
+    m1_first = True

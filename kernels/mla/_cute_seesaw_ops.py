@@ -172,7 +172,8 @@ class SeesawOps:
 
     def _wg1_rest(self, stage: int = 1) -> tuple[int, ...]:
         """The blocks of the page in ``stage`` WG1 gives back after its P V: all, or those it did not give back
-        before (``early_release``: after S; ``wg1_free_unread_a``: page A's unread ones after barrier S0)."""
+        before (``early_release``: after S; ``wg1_free_unread_a``: page A's unread ones at barrier S0, or M0 in the
+        B-first pair)."""
         if self.early_release:
             return tuple(j for j in self._blocks() if j not in self._blocks(0))
         if self.wg1_free_unread_a and stage == 0:
