@@ -28,7 +28,7 @@ TRACEABLE = ("sm90_seesaw_ownp_evict", "sm90_seesaw_pair_bf16", "sm90_seesaw_pai
              "sm90_seesaw_pair_c3early", "sm90_seesaw_pair_c3own", "sm90_seesaw_pair_c3split", "sm90_seesaw_pair_c3freea",
              "sm90_seesaw_pair_c3m0", "sm90_seesaw_pair_c3freem0", "sm90_seesaw_pair_c3pv", "sm90_seesaw_pair_c3m0pv",
              "sm90_seesaw_pair_bfirst", "sm90_seesaw_pair_bfirstfree", "sm90_seesaw_pair_bfirstm1",
-             "sm90_seesaw_pair_persist", "sm90_seesaw_pair_persistql", "sm90_seesaw_pair_persistqe") + RING_PROBES
+             "sm90_seesaw_pair_bfirstpb", "sm90_seesaw_pair_bfirstpb9", "sm90_seesaw_pair_persist", "sm90_seesaw_pair_persistql", "sm90_seesaw_pair_persistqe") + RING_PROBES
 #: the kernel kinds a version can name
 KINDS = ("sm80", "sm80_dedup", "sm90", "sm90_pvfirst", "sm90_lazy", "sm90_bf16p", "sm90_seesaw",
          "sm90_seesaw_chunked", "sm90_seesaw_fused", "sm90_seesaw_early", "sm90_seesaw_wcomb", "sm90_seesaw_pf",
@@ -41,7 +41,8 @@ KINDS = ("sm80", "sm80_dedup", "sm90", "sm90_pvfirst", "sm90_lazy", "sm90_bf16p"
          "sm90_seesaw_pair_c3split", "sm90_seesaw_pair_c3freea", "sm90_seesaw_pair_c3m0",
          "sm90_seesaw_pair_c3freem0", "sm90_seesaw_pair_c3pv", "sm90_seesaw_pair_c3m0pv",
          "sm90_seesaw_pair_bfirst", "sm90_seesaw_pair_bfirstfree", "sm90_seesaw_pair_persistql",
-         "sm90_seesaw_pair_persistqe", "sm90_seesaw_pair_bfirstm1") + RING_PROBES + tuple(
+         "sm90_seesaw_pair_persistqe", "sm90_seesaw_pair_bfirstm1", "sm90_seesaw_pair_bfirstpb",
+         "sm90_seesaw_pair_bfirstpb9") + RING_PROBES + tuple(
              f"{k}_trace" for k in TRACEABLE)
 
 
@@ -97,12 +98,15 @@ def kernel_class(kind: str) -> Any:
                 return {"sm90_seesaw_pair_persist": ps.MlaSplitSm90SeesawPersistent,
                         "sm90_seesaw_pair_persistql": ps.MlaSplitSm90SeesawPersistentQLast,
                         "sm90_seesaw_pair_persistqe": ps.MlaSplitSm90SeesawPersistentQEarly}[kind]
-            if kind in ("sm90_seesaw_pair_bfirst", "sm90_seesaw_pair_bfirstfree", "sm90_seesaw_pair_bfirstm1"):
+            if kind in ("sm90_seesaw_pair_bfirst", "sm90_seesaw_pair_bfirstfree", "sm90_seesaw_pair_bfirstm1",
+                        "sm90_seesaw_pair_bfirstpb", "sm90_seesaw_pair_bfirstpb9"):
                 from kforge_kernels.mla import _cute_seesaw_bfirst as bf
 
                 return {"sm90_seesaw_pair_bfirst": bf.MlaSplitSm90SeesawPairBFirst,
                         "sm90_seesaw_pair_bfirstfree": bf.MlaSplitSm90SeesawPairBFirstFreeA,
-                        "sm90_seesaw_pair_bfirstm1": bf.MlaSplitSm90SeesawPairBFirstM1}[kind]
+                        "sm90_seesaw_pair_bfirstm1": bf.MlaSplitSm90SeesawPairBFirstM1,
+                        "sm90_seesaw_pair_bfirstpb": bf.MlaSplitSm90SeesawPairBFirstPb,
+                        "sm90_seesaw_pair_bfirstpb9": bf.MlaSplitSm90SeesawPairBFirstPb9}[kind]
             if kind.startswith("sm90_seesaw_pair_ring"):
                 from kforge_kernels.mla import _cute_ringprobe as rp
 

@@ -85,7 +85,10 @@ class MlaSplitSm90SeesawPersistent(MlaSplitSm90SeesawPairC3Early):
                                      ("l2_prefetch_pages", self.l2_prefetch_pages > 0), ("stagger", self.stagger),
                                      ("fused_combine", self.fused_combine),
                                      ("tma_store_o off", not self.o_via_tma and not self.loop_q_early),
-                                     ("chunk_order", bool(self.chunk_order)), ("release_unread", self.release_unread))
+                                     ("chunk_order", bool(self.chunk_order)), ("release_unread", self.release_unread),
+                                     ("page_b_order", bool(self.page_b_order)),
+                                     ("pair_load_order", bool(self.pair_load_order)),
+                                     ("p_b_buffer", getattr(self, "p_b_buffer", False)))
                if on]
         if bad:
             raise ValueError(f"{type(self).__name__}: the persistent loop cannot run with these settings: "

@@ -40,7 +40,8 @@ from kforge_kernels.mla._cute_seesaw_ops import BAR_M0, BAR_S0, BAR_S1, BAR_VR
 from kforge_kernels.mla._cute_seesaw_pair import MlaSplitSm90SeesawPairC3Early
 from kforge_kernels.mla._cute_sm90_parts import BLOCK_M, CONSUMERS, PAGE, _mn_view
 
-__all__ = ["MlaSplitSm90SeesawPairBFirst", "MlaSplitSm90SeesawPairBFirstFreeA", "MlaSplitSm90SeesawPairBFirstM1"]
+__all__ = ["MlaSplitSm90SeesawPairBFirst", "MlaSplitSm90SeesawPairBFirstFreeA", "MlaSplitSm90SeesawPairBFirstM1",
+           "MlaSplitSm90SeesawPairBFirstPb", "MlaSplitSm90SeesawPairBFirstPb9"]
 
 
 class MlaSplitSm90SeesawPairBFirst(MlaSplitSm90SeesawPairC3Early):
@@ -50,6 +51,10 @@ class MlaSplitSm90SeesawPairBFirst(MlaSplitSm90SeesawPairC3Early):
     #: P_B and issued P_A V_AR (barrier BAR_VR): the pipe then runs P_A V_AL, P_B V_BR, P_A V_AR, P_B V_BL,
     #: FlashMLA's order (v48_cute)
     m1_first = False
+    #: with m1_first: P_B lives in the CTA's own 8 KB P tile (``_cute_sm90``'s sP), not in page B's RoPE block,
+    #: so page B's chunks that P_B V_BL does not read come free after P_B V_BR (WG0 gives them back at S1);
+    #: set ``page_b_order`` to load (and read in S_B) those first (v49_cute)
+    p_b_buffer = False
 
     def _check_flags(self) -> None:
         flags = {"early_issue": self.early_issue, "early_release": self.early_release,
@@ -78,6 +83,13 @@ class MlaSplitSm90SeesawPairBFirst(MlaSplitSm90SeesawPairC3Early):
         if cutlass.const_expr(ph0 is not None):
             raise ValueError(f"{type(self).__name__}: no persistent loop for the B-first pair; set persistent off.")
         self._check_flags()
+        tOrPb, tPsPb = None, None  # P_B's tile in the CTA's P buffer (p_b_buffer), as P V operand and store target
+        if cutlass.const_expr(self.p_b_buffer):
+            if cutlass.const_expr(not self.m1_first):
+                raise ValueError(f"{type(self).__name__}: p_b_buffer needs m1_first (P_B is stored after m1 is "
+                                 "published, and read only after barrier 9); set it.")
+            tOrPb = pv_mma.make_fragment_A(thr_pv.partition_A(self._sP))  # (MMA, 1, 4)
+            tPsPb = thr_qk.partition_C(self._sP)
         s_shape = thr_qk.partition_shape_C((BLOCK_M, PAGE))
         n_rows, m_run, row_sum, scale, scale2 = self._row_state(acc_O, 2)
         first_masked_pos = t - self.s + 1
@@ -112,6 +124,13 @@ class MlaSplitSm90SeesawPairBFirst(MlaSplitSm90SeesawPairC3Early):
                 self._ev(mSem, ctid, c, k, 4)  # P_A V_AL issued
                 cute.arch.barrier(barrier_id=BAR_S1, number_of_threads=CONSUMERS)
                 self._ev(mSem, ctid, c, k, 5)  # m1 and P_B arrived
+                if cutlass.const_expr(self.p_b_buffer):
+                    if has_b:
+                        # page B's chunks outside V_L: P_B V_BL does not read them (P_B is in the P tile), and
+                        # S1 says S_B, their other reader, is done; waiting on them first ties the release to
+                        # this pass's load
+                        self._wait_blocks(kv_pipe, 1, ph, self._unread(0))
+                        self._release_blocks(kv_pipe, 1, ph, self._unread(0))
                 self._adopt_max(sh, 1, tScS_mn, scale_log2, m_run, row_sum, scale)
                 # P_A at m1 for WG1's P_A V_AR (the fp32 P_A; P_A V_AL reads rPa, not these registers)
                 acc_S_mn = _mn_view(acc_S)
@@ -130,9 +149,14 @@ class MlaSplitSm90SeesawPairBFirst(MlaSplitSm90SeesawPairC3Early):
                     # (read last by P_A V_AR) comes back before page B
                     cute.arch.barrier(barrier_id=BAR_VR, number_of_threads=CONSUMERS)
                 if has_b:
-                    self._pv(kv_pipe, pv_mma, acc_O, tOrP[None, None, None, 1], tOrV, 1, ph, 0)
-                    warpgroup.wait_group(0)
-                    self._release(kv_pipe, 1, ph)
+                    if cutlass.const_expr(self.p_b_buffer):
+                        self._pv(kv_pipe, pv_mma, acc_O, tOrPb, tOrV, 1, ph, 0)
+                        warpgroup.wait_group(0)
+                        self._release_blocks(kv_pipe, 1, ph, self._blocks(0))
+                    else:
+                        self._pv(kv_pipe, pv_mma, acc_O, tOrP[None, None, None, 1], tOrV, 1, ph, 0)
+                        warpgroup.wait_group(0)
+                        self._release(kv_pipe, 1, ph)
                 self._ev(mSem, ctid, c, k, 7)  # P_B V_BL done
         else:
             for k in cutlass.range(n_pairs, unroll=1):
@@ -163,7 +187,8 @@ class MlaSplitSm90SeesawPairBFirst(MlaSplitSm90SeesawPairC3Early):
                     self._ev(mSem, ctid, c, k, 5)  # m1 published
                     rPb = self._bf16(acc_S)
                     if has_b:
-                        self._store_p(rPb, tPsP[None, None, None, 1], c)
+                        self._store_p(rPb, tPsPb if cutlass.const_expr(self.p_b_buffer) else tPsP[None, None, None, 1],
+                                      c)
                     self._ev(mSem, ctid, c, k, 9)  # P_B stored and fenced
                 else:
                     rPb = self._publish_b(acc_S, tScS_mn, tPsP, sh, has_b, m_run, c, mSem, ctid, k)  # m1, P_B; S1
@@ -205,3 +230,23 @@ class MlaSplitSm90SeesawPairBFirstM1(MlaSplitSm90SeesawPairBFirstFreeA):
     (``m1_first``)."""
 
     m1_first = True
+
+
+class MlaSplitSm90SeesawPairBFirstPb(MlaSplitSm90SeesawPairBFirstM1):
+    """v49_cute: v48_cute with P_B in the CTA's own P tile (``p_b_buffer``) and page B's third chunk (V_R and the
+    RoPE dims, free once P_B V_BR is done) loaded and read first (``page_b_order``)."""
+
+    p_b_buffer = True
+    page_b_order = (2, 0, 1)  # (kv_chunks = 3) the chunks outside V_L first, then V_L's
+    # the producer's order within a pair, by when each slot comes free: after P_A V_AL, P_B V_BR, P_A V_AR, P_B V_BL
+    pair_load_order = ((0, 0), (1, 2), (0, 1), (0, 2), (1, 0), (1, 1))
+
+
+class MlaSplitSm90SeesawPairBFirstPb9(MlaSplitSm90SeesawPairBFirstPb):
+    """v50_cute: v49_cute with each page loaded as nine 64-dim chunks (``kv_chunks = 9``), aligned to the O halves
+    as FlashMLA's are: V_L = 0-3 (back after P_A V_AL / P_B V_BL), V_R = 4-7, RoPE = 8."""
+
+    kv_chunks = 9
+    page_b_order = (4, 5, 6, 7, 8, 0, 1, 2, 3)  # page B: V_R and RoPE (free after P_B V_BR) first, then V_L
+    pair_load_order = (tuple((0, j) for j in range(4)) + tuple((1, j) for j in range(4, 9))
+                       + tuple((0, j) for j in range(4, 9)) + tuple((1, j) for j in range(4)))

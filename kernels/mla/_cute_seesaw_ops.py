@@ -40,6 +40,7 @@ class SeesawOps:
     stages: int
     kv_chunks: int
     chunk_order: tuple[int, ...]
+    page_b_order: tuple[int, ...]
     release_unread: bool
     h: int
     own_p_rs: bool
@@ -79,6 +80,13 @@ class SeesawOps:
         pa = p_begin + 2 * k
         return pa, pa + 1 < p_end
 
+    def _s_blocks(self, stage: int) -> tuple[int, ...]:
+        """The order S reads the blocks of the page in ``stage``: the order they load in (``page_b_order`` for
+        page B where set, v49_cute)."""
+        if stage == 1 and self.page_b_order:
+            return tuple(self.page_b_order)
+        return self._blocks()
+
     def _blocks(self, half: int | None = None) -> tuple[int, ...]:
         """The 64-dim KV blocks of a page: all of them, or those holding O columns of warpgroup ``half``."""
         if half is None:
@@ -89,7 +97,7 @@ class SeesawOps:
     @cute.jit
     def _qk(self, kv_pipe, qk_mma, acc_S, tSrQ, tSrK, stage: cutlass.Constexpr, ph, q_regs=None):
         """Issue S = Q K^T of the page in ``stage``, each block's k-steps right after that block landed."""
-        self._qk_blocks(kv_pipe, qk_mma, acc_S, tSrQ, tSrK, stage, ph, self._blocks(), q_regs)
+        self._qk_blocks(kv_pipe, qk_mma, acc_S, tSrQ, tSrK, stage, ph, self._s_blocks(stage), q_regs)
 
     @cute.jit
     def _qk_blocks(self, kv_pipe, qk_mma, acc_S, tSrQ, tSrK, stage: cutlass.Constexpr, ph, blocks: cutlass.Constexpr,

@@ -103,6 +103,8 @@ class KvLoads:
     kv_chunks: int
     stages: int
     chunk_order: tuple[int, ...]
+    page_b_order: tuple[int, ...]
+    pair_load_order: tuple[tuple[int, int], ...]
 
     def _kv_copy(self, tma_kv, src, dst, bar) -> None:
         """One KV block's TMA load (with the evict-first hint and the cluster multicast where configured)."""
@@ -116,20 +118,91 @@ class KvLoads:
     @cute.jit
     def _kv_page_in_order(self, tma_kv, tKgK, tKsK, kv_pipe, page, q, mSem):
         """Page q of the split into ring stage q % stages, its chunks in ``chunk_order`` (v37_cute: the chunk
-        the consumers free first goes out first).  Explicit pipeline states: a producer's pass n of the ring
-        waits on phase (n + 1) % 2 (its first pass finds every slot empty)."""
-        if cutlass.const_expr(sorted(self.chunk_order) != list(range(self.kv_chunks))):  # a chunk never loaded: hang
-            raise ValueError(f"{type(self).__name__}.chunk_order = {self.chunk_order!r} must list each of the "
-                             f"{self.kv_chunks} chunks 0..{self.kv_chunks - 1} once; fix it or set ()")
+        the consumers free first goes out first), page B's (stage 1) in ``page_b_order`` where set (v49_cute).
+        Explicit pipeline states: a producer's pass n of the ring waits on phase (n + 1) % 2 (its first pass
+        finds every slot empty)."""
+        order_a, order_b = self._load_orders()
         stage = q % self.stages
         phase = (q // self.stages + 1) % 2
-        for i in cutlass.range_constexpr(len(self.chunk_order)):
-            slot = stage * self.kv_chunks + self.chunk_order[i]
+        if cutlass.const_expr(order_b == order_a):
+            self._kv_chunks_in(order_a, tma_kv, tKgK, tKsK, kv_pipe, page, q, stage, phase, mSem)
+        else:
+            if stage == 0:
+                self._kv_chunks_in(order_a, tma_kv, tKgK, tKsK, kv_pipe, page, q, stage, phase, mSem)
+            else:
+                self._kv_chunks_in(order_b, tma_kv, tKgK, tKsK, kv_pipe, page, q, stage, phase, mSem)
+
+    def _ordered_loads(self) -> bool:
+        """Whether a page's chunks load in a set order (``chunk_order`` or ``page_b_order``): ``_kv_page_in_order``."""
+        return bool(self.chunk_order or self.page_b_order)
+
+    def _load_orders(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """(page A's, page B's) chunk load orders; raises when one misses a chunk (its slot would never fill:
+        a hang)."""
+        order_a = tuple(self.chunk_order) or tuple(range(self.kv_chunks))
+        order_b = tuple(self.page_b_order) or order_a
+        for name, order in (("chunk_order", order_a), ("page_b_order", order_b)):
+            if sorted(order) != list(range(self.kv_chunks)):
+                raise ValueError(f"{type(self).__name__}.{name} = {order!r} must list each of the "
+                                 f"{self.kv_chunks} chunks 0..{self.kv_chunks - 1} once; fix it or set ()")
+        return order_a, order_b
+
+    def _pair_order(self) -> tuple[tuple[int, int], ...]:
+        """``pair_load_order`` checked: every (stage, chunk) of both pages once, each page's chunks in the order its
+        S reads them (``chunk_order`` / ``page_b_order``), else a slot never fills or S waits past a later load."""
+        order = tuple(self.pair_load_order)
+        want = sorted((s, j) for s in range(2) for j in range(self.kv_chunks))
+        reads = self._load_orders()
+        if self.stages != 2 or sorted(order) != want or any(
+                tuple(j for s, j in order if s == st) != reads[st] for st in range(2)):
+            raise ValueError(f"{type(self).__name__}.pair_load_order = {order!r} must list each (stage, chunk) of "
+                             f"the two stages once, each page's chunks in its read order {reads!r}; fix it or set ()")
+        return order
+
+    @cute.jit
+    def _kv_pairs_in_order(self, tma_kv, tKgK, tKsK, kv_pipe, mBT, bi, p_begin, p_end, n_iter, mSem):
+        """The split's pages pair by pair, each pair's chunks in ``pair_load_order`` (page B's only when the pair
+        has one).  Pair k is ring pass k: its slots were freed by pass k - 1 (phase (k + 1) % 2)."""
+        order = self._pair_order()
+        firsts = [min(i for i, (s, _) in enumerate(order) if s == st) for st in range(2)]
+        lasts = [max(i for i, (s, _) in enumerate(order) if s == st) for st in range(2)]
+        for k in cutlass.range((n_iter + 1) // 2, unroll=1):
+            pa = p_begin + 2 * k
+            has_b = pa + 1 < p_end
+            page_a = mBT[bi, pa]
+            page_b = mBT[bi, cutlass.min(pa + 1, p_end - 1)]
+            phase = (k + 1) % 2
+            for i in cutlass.range_constexpr(len(order)):
+                st, j = order[i]
+                if cutlass.const_expr(st == 0):
+                    self._kv_chunk_load(tma_kv, tKgK, tKsK, kv_pipe, page_a, j, j, phase, mSem, 2 * k,
+                                        i in (firsts[0], lasts[0]), i == lasts[0])
+                else:
+                    if has_b:
+                        self._kv_chunk_load(tma_kv, tKgK, tKsK, kv_pipe, page_b, j, self.kv_chunks + j, phase, mSem,
+                                            2 * k + 1, i in (firsts[1], lasts[1]), i == lasts[1])
+
+    @cute.jit
+    def _kv_chunk_load(self, tma_kv, tKgK, tKsK, kv_pipe, page, j, slot: cutlass.Constexpr, phase, mSem, q,
+                       stamp: cutlass.Constexpr, last: cutlass.Constexpr):
+        """Chunk j of ``page`` into ring slot ``slot`` once its pass is free (``stamp``: the probe's first / last
+        slot of page q)."""
+        state = pipeline.PipelineState(self.stages * self.kv_chunks, cutlass.Int32(0), slot, phase)
+        kv_pipe.producer_acquire(state)
+        if cutlass.const_expr(self.trace and stamp):
+            self._slot_free(mSem, q, last)
+        self._kv_copy(tma_kv, tKgK[(None, 0, j, page)], tKsK[(None, slot)], kv_pipe.producer_get_barrier(state))
+
+    @cute.jit
+    def _kv_chunks_in(self, order: cutlass.Constexpr, tma_kv, tKgK, tKsK, kv_pipe, page, q, stage, phase, mSem):
+        """The TMA loads of one page's chunks into ring ``stage``, in ``order``."""
+        for i in cutlass.range_constexpr(len(order)):
+            slot = stage * self.kv_chunks + order[i]
             state = pipeline.PipelineState(self.stages * self.kv_chunks, cutlass.Int32(0), slot, phase)
             kv_pipe.producer_acquire(state)
-            if cutlass.const_expr(self.trace and i in (0, len(self.chunk_order) - 1)):
+            if cutlass.const_expr(self.trace and i in (0, len(order) - 1)):
                 self._slot_free(mSem, q, i > 0)  # the page's first / last slot (in load order) came free
-            self._kv_copy(tma_kv, tKgK[(None, 0, self.chunk_order[i], page)], tKsK[(None, slot)],
+            self._kv_copy(tma_kv, tKgK[(None, 0, order[i], page)], tKsK[(None, slot)],
                           kv_pipe.producer_get_barrier(state))
 
     @cute.jit
