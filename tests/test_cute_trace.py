@@ -108,3 +108,12 @@ def test_analyse_reads_only_the_records_a_persistent_grid_wrote() -> None:
     res = tr.analyse(recs, 16)
     assert res["ctas"] == 3
     assert res["cta"]["start_to_q_landed"] == 300 and res["cta"]["epilogue"] == 2000
+
+
+def test_analyse_names_events_with_a_kinds_own_labels() -> None:
+    """A schedule that moved an event (the B-first pair with m1_first stamps m1 at event 5) names it its way."""
+    tr = _trace()
+    res = tr.analyse(_records(_layout()), 16, {5: ("m1 arrived", "m1 published")})
+    names = {(r["wg"], r["event"]): r["name"] for r in res["events"]}
+    assert names[(0, 5)] == "m1 arrived" and names[(1, 5)] == "m1 published"
+    assert names[(0, 3)] == tr.EVENTS[3][0]  # the others keep the shared names

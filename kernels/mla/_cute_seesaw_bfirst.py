@@ -51,6 +51,8 @@ class MlaSplitSm90SeesawPairBFirst(MlaSplitSm90SeesawPairC3Early):
     #: P_B and issued P_A V_AR (barrier BAR_VR): the pipe then runs P_A V_AL, P_B V_BR, P_A V_AR, P_B V_BL,
     #: FlashMLA's order (v48_cute)
     m1_first = False
+    #: the probe's names for the events this schedule moved (``_cute_trace.analyse``): P_A is published at m1
+    trace_events = {3: ("P_A (at m1) published", "P_A (at m1) arrived")}
     #: with m1_first: P_B lives in the CTA's own 8 KB P tile (``_cute_sm90``'s sP), not in page B's RoPE block,
     #: so page B's chunks that P_B V_BL does not read come free after P_B V_BR (WG0 gives them back at S1);
     #: set ``page_b_order`` to load (and read in S_B) those first (v49_cute)
@@ -230,6 +232,7 @@ class MlaSplitSm90SeesawPairBFirstM1(MlaSplitSm90SeesawPairBFirstFreeA):
     (``m1_first``)."""
 
     m1_first = True
+    trace_events = {3: ("P_A (at m1) published", "P_A (at m1) arrived"), 5: ("m1 arrived", "m1 published")}
 
 
 class MlaSplitSm90SeesawPairBFirstPb(MlaSplitSm90SeesawPairBFirstM1):

@@ -65,8 +65,12 @@ def _gaps(later, earlier):
     return d
 
 
-def analyse(recs, n_pages: int) -> dict:
-    """Medians of the probe's records (``[ctas, TRACE_PER_CTA]`` int32) for CTAs of ``n_pages`` pages."""
+def analyse(recs, n_pages: int, labels: dict[int, tuple[str, str]] | None = None) -> dict:
+    """Medians of the probe's records (``[ctas, TRACE_PER_CTA]`` int32) for CTAs of ``n_pages`` pages.
+
+    ``labels``: a kind's own names for events whose meaning its schedule changed (its class's ``trace_events``,
+    e.g. event 5 is m1, not P_B, in the B-first pair with ``m1_first``), over ``EVENTS``.
+    """
     import numpy as np
 
     from kforge_kernels.mla._cute_trace_layout import TRACE_EVENTS, TRACE_HDR, TRACE_PAGES, TRACE_PAIRS, TRACE_PROD
@@ -95,13 +99,14 @@ def analyse(recs, n_pages: int) -> dict:
     ok = ns > 0
     out["sm_mhz_in_kernel"] = med(_wrap(hdr[ok, 6] - hdr[ok, 0]) * 1000.0 / ns[ok]) if ok.any() else None
     out["pair_period"] = med(_gaps(start[:, 2:n_pairs], start[:, 1:n_pairs - 1])) if n_pairs > 2 else None
+    names = {**EVENTS, **(labels or {})}
     rows = []
     for wg in (0, 1):
         for e in range(TRACE_EVENTS if mid else 0):  # a split of 1-2 pairs has no middle pair
             d = _gaps(ev[:, wg, mid, e], start[:, mid])
             if np.isnan(d).all():
                 continue  # an event this kind does not stamp (the ring probe's)
-            rows.append({"wg": wg, "event": e, "name": EVENTS[e][wg], "median": med(d),
+            rows.append({"wg": wg, "event": e, "name": names[e][wg], "median": med(d),
                          "p10": float(np.nanpercentile(d, 10)), "p90": float(np.nanpercentile(d, 90))})
     out["events"] = rows
     # the producer got page 2k+2 (next A) and 2k+3 (next B)'s slots: offsets from pair k's start
@@ -207,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         results.append(buf.view(-1, TRACE_PER_CTA).cpu().numpy().copy())
     recs = np.concatenate(results)
-    res = analyse(recs, n_pages)
+    res = analyse(recs, n_pages, getattr(kinds.kernel_class(args.kind), "trace_events", None))
     res.update(kind=args.kind, trial=args.trial, b=b, splits=splits, pages_per_cta=n_pages, rounds=args.rounds)
     if res["pair_period"] and not computes:
         # what the ring alone moved: two 64 x 576 bf16 pages per pair

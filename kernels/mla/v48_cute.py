@@ -16,7 +16,8 @@ Here WG1's barrier S1 carries m1 alone. WG1 then stores P_B, rescales O_R once, 
 (S0), issues P_A V_AR and arrives on barrier 9 (BAR_VR). WG0 waits on barrier 9 before it issues P_B V_BL.
 Each named barrier has one arrival and one wait per pair, in that order, so the barriers stay one-deep (a
 helper's protocol review found no hang, reuse or ordering problem). In this kind's probe, event 5 is m1
-(published by WG1, arrived at WG0), not P_B; WG1's event 9 still stamps P_B stored.
+(published by WG1, arrived at WG0), not P_B, and the trace prints it so (``trace_events``); WG1's event 9
+still stamps P_B stored.
 
 Prediction (before any GPU run; compile check: 168 registers, no spills, the trial kernels' wgmma not
 serialised; the partial-output kernel of the fuzz shapes with more than two splits is serialised like
