@@ -147,9 +147,12 @@ class KvLoads:
                                  f"{self.kv_chunks} chunks 0..{self.kv_chunks - 1} once; fix it or set ()")
         return order_a, order_b
 
-    def _pair_order(self) -> tuple[tuple[int, int], ...]:
+    def _pair_order(self) -> tuple[tuple[tuple[int, int], ...], tuple[int, int], tuple[int, int]]:
         """``pair_load_order`` checked: every (stage, chunk) of both pages once, each page's chunks in the order its
-        S reads them (``chunk_order`` / ``page_b_order``), else a slot never fills or S waits past a later load."""
+        S reads them (``chunk_order`` / ``page_b_order``), else a slot never fills or S waits past a later load.
+
+        Returns (the order, each page's first position in it, each page's last position): the probe stamps a
+        page's first and last slot there."""
         order = tuple(self.pair_load_order)
         want = sorted((s, j) for s in range(2) for j in range(self.kv_chunks))
         reads = self._load_orders()
@@ -157,15 +160,14 @@ class KvLoads:
                 tuple(j for s, j in order if s == st) != reads[st] for st in range(2)):
             raise ValueError(f"{type(self).__name__}.pair_load_order = {order!r} must list each (stage, chunk) of "
                              f"the two stages once, each page's chunks in its read order {reads!r}; fix it or set ()")
-        return order
+        at = [[i for i, (st, _) in enumerate(order) if st == page] for page in range(2)]
+        return order, (at[0][0], at[1][0]), (at[0][-1], at[1][-1])
 
     @cute.jit
     def _kv_pairs_in_order(self, tma_kv, tKgK, tKsK, kv_pipe, mBT, bi, p_begin, p_end, n_iter, mSem):
         """The split's pages pair by pair, each pair's chunks in ``pair_load_order`` (page B's only when the pair
         has one).  Pair k is ring pass k: its slots were freed by pass k - 1 (phase (k + 1) % 2)."""
-        order = self._pair_order()
-        firsts = [min(i for i, (s, _) in enumerate(order) if s == st) for st in range(2)]
-        lasts = [max(i for i, (s, _) in enumerate(order) if s == st) for st in range(2)]
+        order, firsts, lasts = self._pair_order()
         for k in cutlass.range((n_iter + 1) // 2, unroll=1):
             pa = p_begin + 2 * k
             has_b = pa + 1 < p_end
