@@ -185,7 +185,7 @@ class KvLoads:
                                             2 * k + 1, i in (firsts[1], lasts[1]), i == lasts[1])
 
     @cute.jit
-    def _kv_chunk_load(self, tma_kv, tKgK, tKsK, kv_pipe, page, j, slot: cutlass.Constexpr, phase, mSem, q,
+    def _kv_chunk_load(self, tma_kv, tKgK, tKsK, kv_pipe, page, j, slot, phase, mSem, q,
                        stamp: cutlass.Constexpr, last: cutlass.Constexpr):
         """Chunk j of ``page`` into ring slot ``slot`` once its pass is free (``stamp``: the probe's first / last
         slot of page q)."""
@@ -199,13 +199,9 @@ class KvLoads:
     def _kv_chunks_in(self, order: cutlass.Constexpr, tma_kv, tKgK, tKsK, kv_pipe, page, q, stage, phase, mSem):
         """The TMA loads of one page's chunks into ring ``stage``, in ``order``."""
         for i in cutlass.range_constexpr(len(order)):
-            slot = stage * self.kv_chunks + order[i]
-            state = pipeline.PipelineState(self.stages * self.kv_chunks, cutlass.Int32(0), slot, phase)
-            kv_pipe.producer_acquire(state)
-            if cutlass.const_expr(self.trace and i in (0, len(order) - 1)):
-                self._slot_free(mSem, q, i > 0)  # the page's first / last slot (in load order) came free
-            self._kv_copy(tma_kv, tKgK[(None, 0, order[i], page)], tKsK[(None, slot)],
-                          kv_pipe.producer_get_barrier(state))
+            # the probe: the page's first / last slot (in load order) came free
+            self._kv_chunk_load(tma_kv, tKgK, tKsK, kv_pipe, page, order[i], stage * self.kv_chunks + order[i], phase,
+                                mSem, q, i in (0, len(order) - 1), i > 0)
 
     @cute.jit
     def _prefetch_page(self, tma_kv, tKgK, mBT, bi, m_block, p, p_end):
