@@ -206,8 +206,7 @@ class MlaSplitSm90Seesaw(SeesawOps, MlaSplitSm90):
                 self._ev(mSem, ctid, c, k, 8)  # softmax arithmetic done
                 if cutlass.const_expr(self.solo_softmax_probe):
                     cute.arch.barrier_arrive(barrier_id=BAR_SOLO, number_of_threads=CONSUMERS)
-                for r in cutlass.range_constexpr(n_rows):
-                    sh[0, tScS_mn[r, 0][0]] = m_run[r]
+                self._publish_max(sh, 0, tScS_mn, m_run)
                 if cutlass.const_expr(self.m0_first):
                     cute.arch.barrier_arrive(barrier_id=BAR_M0, number_of_threads=CONSUMERS)
                 rPa = self._bf16(acc_S)

@@ -117,8 +117,7 @@ class MlaSplitSm90SeesawPairBFirst(MlaSplitSm90SeesawPairC3Early):
                 self._ev(mSem, ctid, c, k, 2)  # S_A done
                 self._page_softmax(acc_S, tScS_mn, pa, first_masked_pos, m_block, scale_log2, m_run, row_sum, scale)
                 self._ev(mSem, ctid, c, k, 8)  # softmax arithmetic done
-                for r in cutlass.range_constexpr(n_rows):
-                    sh[0, tScS_mn[r, 0][0]] = m_run[r]
+                self._publish_max(sh, 0, tScS_mn, m_run)
                 cute.arch.barrier_arrive(barrier_id=BAR_M0, number_of_threads=CONSUMERS)
                 rPa = self._bf16(acc_S)
                 self._rescale(acc_O, scale)
@@ -183,8 +182,7 @@ class MlaSplitSm90SeesawPairBFirst(MlaSplitSm90SeesawPairC3Early):
                 self._ev(mSem, ctid, c, k, 8)  # softmax arithmetic done
                 if cutlass.const_expr(self.m1_first):
                     # m1 first (WG0 scales and stores P_A on it), then P_B, read by WG0's P_B V_BL after BAR_VR
-                    for r in cutlass.range_constexpr(n_rows):
-                        sh[1, tScS_mn[r, 0][0]] = m_run[r]
+                    self._publish_max(sh, 1, tScS_mn, m_run)
                     cute.arch.barrier_arrive(barrier_id=BAR_S1, number_of_threads=CONSUMERS)
                     self._ev(mSem, ctid, c, k, 5)  # m1 published
                     rPb = self._bf16(acc_S)

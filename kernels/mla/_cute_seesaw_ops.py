@@ -254,8 +254,7 @@ class SeesawOps:
         """WG1: publish m1 (``m_run``; ``max_stored``: the caller wrote it) and P_B (bf16, into page B's RoPE
         block), arrive on barrier S1; returns P_B."""
         if cutlass.const_expr(not max_stored):
-            for r in cutlass.range_constexpr(cute.size(m_run)):
-                sh[1, tScS_mn[r, 0][0]] = m_run[r]
+            self._publish_max(sh, 1, tScS_mn, m_run)
         rPb = self._bf16(acc_S)
         if has_b:
             self._store_p(rPb, tPsP[None, None, None, 1], c)
@@ -300,6 +299,13 @@ class SeesawOps:
             m_run[r] = m1
             sh[1, tScS_mn[r, 0][0]] = m1
         return self._publish_b(acc_S, tScS_mn, tPsP, sh, has_b, m_run, c, mSem, ctid, k, max_stored=True)
+
+    @cute.jit
+    def _publish_max(self, sh, slot, tScS_mn, m_run):
+        """Write this WG's rows of the running max into smem slot ``slot`` (0 = m0, 1 = m1) for the other WG's
+        ``_adopt_max``; the caller's barrier arrival publishes it."""
+        for r in cutlass.range_constexpr(cute.size(m_run)):
+            sh[slot, tScS_mn[r, 0][0]] = m_run[r]
 
     @cute.jit
     def _adopt_max(self, sh, slot, tScS_mn, scale_log2, m_run, row_sum, scale):

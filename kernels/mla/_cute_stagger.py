@@ -129,8 +129,7 @@ class MlaSplitSm90Stagger(MlaSplitSm90SeesawChunked):
                 # S_A read A8 and A4-7 for the last time
                 self._release_blocks(kv_pipe, 0, ph, ROPE + V_RIGHT)
                 self._page_softmax(acc_S, tScS_mn, pa, first_masked_pos, m_block, scale_log2, m_run, row_sum, scale)
-                for r in cutlass.range_constexpr(n_rows):
-                    sh[0, tScS_mn[r, 0][0]] = m_run[r]
+                self._publish_max(sh, 0, tScS_mn, m_run)
                 cute.arch.barrier_arrive(barrier_id=BAR_S0, number_of_threads=CONSUMERS)
                 rPa = self._p_operand(self._bf16(acc_S), frag_layout)
                 self._rescale(acc_O, scale)
@@ -180,8 +179,7 @@ class MlaSplitSm90Stagger(MlaSplitSm90SeesawChunked):
                 self._adopt_max(sh, 0, tScS_mn, scale_log2, m_run, row_sum, scale)  # e(m - m0)
                 self._page_softmax(acc_S, tScS_mn, pa + 1, first_masked_pos, m_block, scale_log2, m_run, row_sum,
                                    scale2)  # e(m0 - m1); no page B: S = -inf, P = 0, m1 = m0
-                for r in cutlass.range_constexpr(n_rows):
-                    sh[1, tScS_mn[r, 0][0]] = m_run[r]
+                self._publish_max(sh, 1, tScS_mn, m_run)
                 cute.arch.barrier_arrive(barrier_id=BAR_S1, number_of_threads=CONSUMERS)
                 for r in cutlass.range_constexpr(n_rows):
                     scale[r] = scale[r] * scale2[r]
