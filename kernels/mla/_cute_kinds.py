@@ -21,14 +21,17 @@ __all__ = ["KINDS", "RING_PROBES", "TRACEABLE", "check_kind", "kernel_class", "c
 RING_PROBES = tuple(f"sm90_seesaw_pair_ring_{k}" for k in (
     "stream", "streampf", "serial", "stream3", "serial3", "stream1", "sonly", "nosoftmax", "finite", "scaled", "constp",
     "solo"))
+#: the B-first pair kinds (``_cute_seesaw_bfirst``) and the persistent-loop kinds (``_cute_persistent``)
+BFIRST_KINDS = ("sm90_seesaw_pair_bfirst", "sm90_seesaw_pair_bfirstfree", "sm90_seesaw_pair_bfirstm1",
+                "sm90_seesaw_pair_bfirstpb", "sm90_seesaw_pair_bfirstpb9")
+PERSISTENT_KINDS = ("sm90_seesaw_pair_persist", "sm90_seesaw_pair_persistql", "sm90_seesaw_pair_persistqe")
 #: kinds with a timeline-probe twin ``<kind>_trace``: the same kernel with ``trace = True`` (``_cute_trace``)
 TRACEABLE = ("sm90_seesaw_ownp_evict", "sm90_seesaw_pair_bf16", "sm90_seesaw_pair_soft1", "sm90_seesaw_pair_early",
              "sm90_seesaw_pair_vrfirst", "sm90_seesaw_pair_tmao", "sm90_seesaw_pair_ilp", "sm90_seesaw_pair_prov",
              "sm90_seesaw_pair_provfirst", "sm90_seesaw_pair_pinter", "sm90_seesaw_pair_c3", "sm90_seesaw_pair_c1",
              "sm90_seesaw_pair_c3early", "sm90_seesaw_pair_c3own", "sm90_seesaw_pair_c3split", "sm90_seesaw_pair_c3freea",
              "sm90_seesaw_pair_c3m0", "sm90_seesaw_pair_c3freem0", "sm90_seesaw_pair_c3pv", "sm90_seesaw_pair_c3m0pv",
-             "sm90_seesaw_pair_bfirst", "sm90_seesaw_pair_bfirstfree", "sm90_seesaw_pair_bfirstm1",
-             "sm90_seesaw_pair_bfirstpb", "sm90_seesaw_pair_bfirstpb9", "sm90_seesaw_pair_persist", "sm90_seesaw_pair_persistql", "sm90_seesaw_pair_persistqe") + RING_PROBES
+             *BFIRST_KINDS, *PERSISTENT_KINDS) + RING_PROBES
 #: the kernel kinds a version can name
 KINDS = ("sm80", "sm80_dedup", "sm90", "sm90_pvfirst", "sm90_lazy", "sm90_bf16p", "sm90_seesaw",
          "sm90_seesaw_chunked", "sm90_seesaw_fused", "sm90_seesaw_early", "sm90_seesaw_wcomb", "sm90_seesaw_pf",
@@ -37,13 +40,10 @@ KINDS = ("sm80", "sm80_dedup", "sm90", "sm90_pvfirst", "sm90_lazy", "sm90_bf16p"
          "sm90_seesaw_pair_bf16", "sm90_seesaw_pair_l2", "sm90_seesaw_pair_soft1", "sm90_seesaw_pair_early",
          "sm90_seesaw_pair_vrfirst", "sm90_seesaw_pair_tmao", "sm90_seesaw_pair_ilp", "sm90_seesaw_pair_prov",
          "sm90_seesaw_pair_provfirst", "sm90_seesaw_pair_pinter", "sm90_seesaw_pair_c3", "sm90_seesaw_pair_c1",
-         "sm90_seesaw_pair_c3early", "sm90_seesaw_pair_persist", "sm90_seesaw_pair_c3own",
+         "sm90_seesaw_pair_c3early", "sm90_seesaw_pair_c3own",
          "sm90_seesaw_pair_c3split", "sm90_seesaw_pair_c3freea", "sm90_seesaw_pair_c3m0",
          "sm90_seesaw_pair_c3freem0", "sm90_seesaw_pair_c3pv", "sm90_seesaw_pair_c3m0pv",
-         "sm90_seesaw_pair_bfirst", "sm90_seesaw_pair_bfirstfree", "sm90_seesaw_pair_persistql",
-         "sm90_seesaw_pair_persistqe", "sm90_seesaw_pair_bfirstm1", "sm90_seesaw_pair_bfirstpb",
-         "sm90_seesaw_pair_bfirstpb9") + RING_PROBES + tuple(
-             f"{k}_trace" for k in TRACEABLE)
+         *BFIRST_KINDS, *PERSISTENT_KINDS) + RING_PROBES + tuple(f"{k}_trace" for k in TRACEABLE)
 
 
 def check_kind(kind: str) -> None:
@@ -92,14 +92,13 @@ def kernel_class(kind: str) -> Any:
             from kforge_kernels.mla import _cute_seesaw_pair as sp
             from kforge_kernels.mla import _cute_seesaw_soft1 as s1
 
-            if kind in ("sm90_seesaw_pair_persist", "sm90_seesaw_pair_persistql", "sm90_seesaw_pair_persistqe"):
+            if kind in PERSISTENT_KINDS:
                 from kforge_kernels.mla import _cute_persistent as ps
 
                 return {"sm90_seesaw_pair_persist": ps.MlaSplitSm90SeesawPersistent,
                         "sm90_seesaw_pair_persistql": ps.MlaSplitSm90SeesawPersistentQLast,
                         "sm90_seesaw_pair_persistqe": ps.MlaSplitSm90SeesawPersistentQEarly}[kind]
-            if kind in ("sm90_seesaw_pair_bfirst", "sm90_seesaw_pair_bfirstfree", "sm90_seesaw_pair_bfirstm1",
-                        "sm90_seesaw_pair_bfirstpb", "sm90_seesaw_pair_bfirstpb9"):
+            if kind in BFIRST_KINDS:
                 from kforge_kernels.mla import _cute_seesaw_bfirst as bf
 
                 return {"sm90_seesaw_pair_bfirst": bf.MlaSplitSm90SeesawPairBFirst,
