@@ -72,8 +72,9 @@ class MlaSplitSm90(HalfPageConsumer, SplitEpilogue, TraceProbe, KvLoads):
     kv_chunks = 1
     #: the order a page's chunks are loaded (and S reads them) in; () = 0, 1, ... (v37_cute: the one freed first)
     chunk_order: tuple[int, ...] = ()
-    #: the order page B's chunks (ring stage 1) are loaded in, when it differs from page A's; () = page A's
-    #: (v49_cute: page B's chunks that its P_B V_BL does not read, freed first, load first)
+    #: the order page B's chunks (ring stage 1) are loaded and read by S in, when it differs from page A's; () =
+    #: page A's (v49_cute: page B's chunks that its P_B V_BL does not read, freed first, first); needs
+    #: ``pair_load_order``
     page_b_order: tuple[int, ...] = ()
     #: the order the producer loads a pair's chunks in, as (stage, chunk) across both pages (page A = stage 0), by
     #: when the consumers free them; () = page by page (v49/v50_cute: page B's early chunks before page A's late)
@@ -368,23 +369,24 @@ class MlaSplitSm90(HalfPageConsumer, SplitEpilogue, TraceProbe, KvLoads):
                     if cutlass.const_expr(self.l2_prefetch_pages > 0):
                         for i in cutlass.range_constexpr(1, self.l2_prefetch_pages):
                             self._prefetch_page(tma_kv, tKgK, mBT, bi, m_block, p_begin + i, p_end)
-                    p_stop = p_end  # the page-by-page loop's end (none of it runs with pair_load_order)
                     if cutlass.const_expr(self.pair_load_order):
                         self._kv_pairs_in_order(tma_kv, tKgK, tKsK, kv_pipe, mBT, bi, p_begin, p_end, n_iter, mSem)
-                        p_stop = p_begin
-                    for p in cutlass.range(p_begin, p_stop, unroll=1):
-                        page = mBT[bi, p]
-                        if cutlass.const_expr(self.l2_prefetch_pages > 0):
-                            self._prefetch_page(tma_kv, tKgK, mBT, bi, m_block, p + self.l2_prefetch_pages, p_end)
-                        if cutlass.const_expr(self._ordered_loads()):
-                            self._kv_page_in_order(tma_kv, tKgK, tKsK, kv_pipe, page, p - p_begin, mSem)
-                        for j in cutlass.range_constexpr(0 if self._ordered_loads() else self.kv_chunks):
-                            kv_pipe.producer_acquire(kv_state)
-                            if cutlass.const_expr(self.trace and j in (0, self.kv_chunks - 1)):
-                                self._slot_free(mSem, p - p_begin, j > 0)  # the page's first / last slot came free
-                            self._kv_copy(tma_kv, tKgK[(None, 0, j, page)], tKsK[(None, kv_state.index)],
-                                          kv_pipe.producer_get_barrier(kv_state))
-                            kv_state.advance()
+                    else:
+                        self._load_orders()  # (trace time) refuses an order the page-by-page loads cannot follow
+                        for p in cutlass.range(p_begin, p_end, unroll=1):
+                            page = mBT[bi, p]
+                            if cutlass.const_expr(self.l2_prefetch_pages > 0):
+                                self._prefetch_page(tma_kv, tKgK, mBT, bi, m_block, p + self.l2_prefetch_pages,
+                                                    p_end)
+                            if cutlass.const_expr(self.chunk_order):
+                                self._kv_page_in_order(tma_kv, tKgK, tKsK, kv_pipe, page, p - p_begin, mSem)
+                            for j in cutlass.range_constexpr(0 if self.chunk_order else self.kv_chunks):
+                                kv_pipe.producer_acquire(kv_state)
+                                if cutlass.const_expr(self.trace and j in (0, self.kv_chunks - 1)):
+                                    self._slot_free(mSem, p - p_begin, j > 0)  # the page's first / last slot came free
+                                self._kv_copy(tma_kv, tKgK[(None, 0, j, page)], tKsK[(None, kv_state.index)],
+                                              kv_pipe.producer_get_barrier(kv_state))
+                                kv_state.advance()
         else:
             # ---------------- consumers ---------------------------------------------------
             cute.arch.setmaxregister_increase(self.regs_consumer)

@@ -118,27 +118,22 @@ class KvLoads:
     @cute.jit
     def _kv_page_in_order(self, tma_kv, tKgK, tKsK, kv_pipe, page, q, mSem):
         """Page q of the split into ring stage q % stages, its chunks in ``chunk_order`` (v37_cute: the chunk
-        the consumers free first goes out first), page B's (stage 1) in ``page_b_order`` where set (v49_cute).
-        Explicit pipeline states: a producer's pass n of the ring waits on phase (n + 1) % 2 (its first pass
-        finds every slot empty)."""
-        order_a, order_b = self._load_orders()
+        the consumers free first goes out first).  Explicit pipeline states: a producer's pass n of the ring
+        waits on phase (n + 1) % 2 (its first pass finds every slot empty)."""
+        order, _ = self._load_orders()
         stage = q % self.stages
         phase = (q // self.stages + 1) % 2
-        if cutlass.const_expr(order_b == order_a):
-            self._kv_chunks_in(order_a, tma_kv, tKgK, tKsK, kv_pipe, page, q, stage, phase, mSem)
-        else:
-            if stage == 0:
-                self._kv_chunks_in(order_a, tma_kv, tKgK, tKsK, kv_pipe, page, q, stage, phase, mSem)
-            else:
-                self._kv_chunks_in(order_b, tma_kv, tKgK, tKsK, kv_pipe, page, q, stage, phase, mSem)
-
-    def _ordered_loads(self) -> bool:
-        """Whether a page's chunks load in a set order (``chunk_order`` or ``page_b_order``): ``_kv_page_in_order``."""
-        return bool(self.chunk_order or self.page_b_order)
+        for i in cutlass.range_constexpr(len(order)):
+            # the probe: the page's first / last slot (in load order) came free
+            self._kv_chunk_load(tma_kv, tKgK, tKsK, kv_pipe, page, order[i], stage * self.kv_chunks + order[i], phase,
+                                mSem, q, i in (0, len(order) - 1), i > 0)
 
     def _load_orders(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """(page A's, page B's) chunk load orders; raises when one misses a chunk (its slot would never fill:
         a hang)."""
+        if self.page_b_order and not self.pair_load_order:
+            raise ValueError(f"{type(self).__name__}.page_b_order needs pair_load_order (page by page, the producer "
+                             "loads page B in page A's order, and S_B would wait past later loads); set both or neither")
         order_a = tuple(self.chunk_order) or tuple(range(self.kv_chunks))
         order_b = tuple(self.page_b_order) or order_a
         for name, order in (("chunk_order", order_a), ("page_b_order", order_b)):
@@ -194,14 +189,6 @@ class KvLoads:
         if cutlass.const_expr(self.trace and stamp):
             self._slot_free(mSem, q, last)
         self._kv_copy(tma_kv, tKgK[(None, 0, j, page)], tKsK[(None, slot)], kv_pipe.producer_get_barrier(state))
-
-    @cute.jit
-    def _kv_chunks_in(self, order: cutlass.Constexpr, tma_kv, tKgK, tKsK, kv_pipe, page, q, stage, phase, mSem):
-        """The TMA loads of one page's chunks into ring ``stage``, in ``order``."""
-        for i in cutlass.range_constexpr(len(order)):
-            # the probe: the page's first / last slot (in load order) came free
-            self._kv_chunk_load(tma_kv, tKgK, tKsK, kv_pipe, page, order[i], stage * self.kv_chunks + order[i], phase,
-                                mSem, q, i in (0, len(order) - 1), i > 0)
 
     @cute.jit
     def _prefetch_page(self, tma_kv, tKgK, mBT, bi, m_block, p, p_end):
