@@ -15,6 +15,7 @@
 #   bash scripts/h200.sh candidates VERSIONS=v46_cute BEST=v35_cute [TRACE=<kind>_trace,...]
 #                                          # (cute + peers staged) self-check, probes, compare and harness vs BEST
 #   bash scripts/h200.sh flashmla BEST=v35_cute COMPARE=1   # (.gpu/flashmla carried) build the FlashMLA peer, test, compare
+#                                          # (PEERS=..., COMPARE_VERSIONS=...: other peers / versions in that compare)
 #                                          # (SIDE=1: + BEST vs FlashMLA under ncu --set full, pytest_kforge.profile.side)
 #                                          # (SCALING=1 [SCALING_VERSIONS=v36_cute]: + fixed vs streaming cost, benchmarks.scaling)
 #
@@ -160,8 +161,10 @@ flashmla)
   if [ -e "$FM/.kforge-built" ]; then
     export KFORGE_FLASHMLA_DIR="$FM"
     TAIL=20 run test-flashmla 150 python3 -m pytest tests/test_peers.py -k flashmla -q -p no:cacheprovider -rs
-    [ -z "${COMPARE:-}" ] || TAIL=20 run compare-flashmla 200 python3 -m benchmarks.compare --kernel mla \
-        --versions "$BEST" --peers flashmla,flashinfer_fa3 --trial decode,spec --rounds 60 \
+    # PEERS / COMPARE_VERSIONS widen the compare (every peer side by side: PEERS=flashmla,flashinfer_fa3,
+    # flashinfer_fa2,torch_bmm,torch_bmm_contig; the torch path's spec rounds take ~5 ms each)
+    [ -z "${COMPARE:-}" ] || TAIL=20 run compare-flashmla "${COMPARE_S:-200}" python3 -m benchmarks.compare --kernel mla \
+        --versions "${COMPARE_VERSIONS:-$BEST}" --peers "${PEERS:-flashmla,flashinfer_fa3}" --trial decode,spec --rounds 60 \
         --out "$KF/peers-flashmla.md" --json "$KF/peers-flashmla.json"
     # SIDE=1: BEST's and FlashMLA's spec kernels side by side under ncu --set full (~1-2 min)
     [ -z "${SIDE:-}" ] || TAIL=60 run side-flashmla 240 python3 -m pytest_kforge.profile.side --kernel mla \

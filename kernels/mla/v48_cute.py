@@ -29,6 +29,14 @@ v44/v45_cute's (C7520); v44/v45_cute's PTX unchanged by the flag):
   missing here: P outside the KV pages, 64-dim chunks reloaded by their last reader, and the next S queued
   behind the current P V.
 - Decode follows the same pair.
+Measured (run 18, devlog): correct (self-check: trials + 7 fuzz shapes; harness: correctness, fuzz, trials).
+Spec 900.4 / 901.4 us (compare / harness) against v35_cute's 869.5 / 869.9 in the same call (v45_cute: 904.1 /
+903.6 in run 16); decode 76.0 / 76.0 (v35_cute 73.7 / 73.3). The top of the predicted range, ~0.3% below
+v45_cute: a miss. The probe did what the order promised for page A (P_A published 3,900 instead of 4,946 cycles
+into the pair, P_A V_AR issued 4,671 instead of 5,584, page A's last slot 5,622 instead of 6,677, the next S_A
+690 cycles sooner) and page B came back sooner too (first slot 6,030, not later), but the pair only went 6,215 ->
+6,135 cycles: the chain inside it grew ~580 cycles, because WG1 stores P_B and issues P_B V_BR before it takes
+P_A (taken at 4,443) and P_B V_BL waits for P_A V_AR's issue. Not kept.
 """
 
 from __future__ import annotations

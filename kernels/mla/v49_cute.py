@@ -28,6 +28,12 @@ v48_cute's kinds is unchanged by the new producer and S-order code):
 - The probe: next page B's first slot ~1,000 cycles sooner than in v48_cute, and S_B issued sooner.
 - Spec: 860-890 us, 1-3% below v48_cute. It is below v35_cute only if the pair drops under ~6,000 cycles.
 - Decode follows the same pair.
+Measured (run 18, devlog): correct; no kernel serialised, as the compile check said. Spec 882.0 / 882.3 us
+(compare / harness), 2.0% below v48_cute's 900.4 / 901.4 and inside the predicted 860-890, but 1.4% above
+v35_cute's 869.5 / 869.9 in the same call; decode 74.6 / 74.2 (v35_cute 73.7 / 73.3). The probe: page B's
+first slot 996 cycles sooner than v48_cute's (predicted ~1,000) and S_B issued 145 sooner, while page A, now
+loaded beside B2, landed later (S_A issued 1,729 vs 1,201 cycles into the pair); median pair 6,135 cycles in
+both, page loop -1.2%. Not kept: the B-first line stays behind the A-first v35_cute.
 """
 
 from __future__ import annotations

@@ -20,6 +20,12 @@ partial-output kernel of fuzz shapes with more than two splits is, as in v44/v45
 against v49_cute.
 The probe's S_A / S_B issue times against v49_cute's say whether the earlier chunks or the extra barriers win.
 Decode follows the same pair.
+Measured (run 18, devlog): correct. Spec 921.5 / 922.4 us (compare / harness), +4.5% against v49_cute's
+882.0 / 882.3: outside the predicted -2 to +3%, a miss. Decode 74.7 / 77.3 (v49_cute 74.6 / 74.2). The probe
+shows both sides of the bet: the next S_B was issued 266 cycles sooner than v49_cute's (the early chunks work),
+but the producer's 18 acquires per pair put page A's last slot 683 cycles later (5,627 -> 6,310), and the pair
+grew 6,135 -> 6,381 cycles. Nine chunks pay only with loads issued by each chunk's last reader (FlashMLA's
+design), not through one producer thread. Not kept.
 """
 
 from __future__ import annotations
