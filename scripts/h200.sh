@@ -12,6 +12,7 @@
 #   bash scripts/h200.sh loop    BEST=v6   # orchestrator: 2 iterations, killed in VERIFY, resumed
 #   bash scripts/h200.sh trust             # trust/adversarial tests on the GPU
 #   bash scripts/h200.sh cute VERSIONS=v4_cute   # (cute staged) CuTe self-check + harness suite (+ ncu)
+#   bash scripts/h200.sh profile VERSIONS=v48_cute,v49_cute [WORKERS=8]   # (cute staged) ncu reports per version
 #   bash scripts/h200.sh candidates VERSIONS=v46_cute BEST=v35_cute [TRACE=<kind>_trace,...]
 #                                          # (cute + peers staged) self-check, probes, compare and harness vs BEST
 #   bash scripts/h200.sh flashmla BEST=v35_cute COMPARE=1   # (.gpu/flashmla carried) build the FlashMLA peer, test, compare
@@ -39,7 +40,7 @@
 # Each part writes suite-all-<first>-<last>.json/.log; when the cap cuts a suite the log names the
 # versions it did not finish (no finished trial benchmark) and the command that runs them.
 set -uo pipefail
-step="${1:?step: cutile|peers|all|loop|trust|cute|candidates|flashmla}"
+step="${1:?step: cutile|peers|all|loop|trust|cute|candidates|flashmla|profile}"
 shift || true
 for kv in "$@"; do export "$kv"; done
 BEST="${BEST:-v3}"
@@ -264,6 +265,15 @@ candidates)
         --kforge-workers-per-gpu "$n" --kforge-examples 8 -p no:cacheprovider --kforge-json="$KF/suite.json"
   fi
   ;;
+profile)
+  # ncu profile-contract reports (reports/mla/<v>/<trial>.md|.json and the devlog's perf block) for VERSIONS, in
+  # the order given (the cap may cut the tail): correctness on W workers first, then one ncu run per version and
+  # trial on the controller (~15 s each). The reports come back in tree-profile.tgz, without the .ncu-rep files.
+  V=$(mla_versions "${VERSIONS:?profile: set VERSIONS=v46_cute,... (the versions to profile)}") || { pack; exit 2; }
+  TAIL=45 run profile "${PROFILE_S:-$(( $(left) - 20 ))}" python3 -m pytest --kernel mla --kernel-version "$V" \
+      -n "${WORKERS:-8}" --kforge-workers-per-gpu "${WORKERS:-8}" --kforge-profile --kforge-no-bench \
+      --kforge-examples 2 -p no:cacheprovider -rs
+  ;;
 cute)
   V="${VERSIONS:-v4_cute}"
   TAIL=40 run cute-selfcheck "${SELFCHECK_S:-240}" python3 kernels/mla/_cute_selfcheck.py --versions "$V"
@@ -277,5 +287,6 @@ esac
 # bring back: $KF plus everything the step changed or created in the checkout
 git status --porcelain --untracked-files=all | awk '{print $2}' | grep -v '^\.gpu/' >"$KF/changed.txt"
 pack
-case "$step" in loop|all|cutile) tar czf "$OUT/tree-$step.tgz" -T "$KF/changed.txt" 2>/dev/null ;; esac
+case "$step" in loop|all|cutile) tar czf "$OUT/tree-$step.tgz" -T "$KF/changed.txt" 2>/dev/null ;;
+  profile) tar czf "$OUT/tree-$step.tgz" --exclude='*.ncu-rep' -T "$KF/changed.txt" 2>/dev/null ;; esac
 ls -la "$OUT"
