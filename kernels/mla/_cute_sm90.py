@@ -70,6 +70,9 @@ class MlaSplitSm90(HalfPageConsumer, SplitEpilogue, TraceProbe, KvLoads):
     #: TMA copies (each with its own full/empty barrier) per KV page: 1 = the whole 64 x 576
     #: page, 9 = 64 x 64 blocks, so a GEMM can start on a page's first block (v9_cute)
     kv_chunks = 1
+    #: each KV block reloaded by the consumer warpgroup that reads it last, not by the producer (v51_cute,
+    #: ``_cute_seesaw_rr``): the producer loads the first pass of the ring only
+    reader_reloads = False
     #: the order a page's chunks are loaded (and S reads them) in; () = 0, 1, ... (v37_cute: the one freed first)
     chunk_order: tuple[int, ...] = ()
     #: the order page B's chunks (ring stage 1) are loaded and read by S in, when it differs from page A's; () =
@@ -328,6 +331,7 @@ class MlaSplitSm90(HalfPageConsumer, SplitEpilogue, TraceProbe, KvLoads):
         tKsK, tKgK = cpasync.tma_partition(
             tma_kv, cta_rank, cute.make_layout(self.cluster), cute.group_modes(sKVc, 0, 2), cute.group_modes(gKV, 0, 2)
         )
+        self._kv_reload = (tma_kv, tKgK, tKsK, mBT, bi)  # (trace time) for consumers that reload KV (v51_cute)
 
         if cutlass.const_expr(o_tma is not None):
             # the TMA store of O (v28_cute): its atom, tensor and the staging tile over Q's buffer
@@ -373,7 +377,9 @@ class MlaSplitSm90(HalfPageConsumer, SplitEpilogue, TraceProbe, KvLoads):
                         self._kv_pairs_in_order(tma_kv, tKgK, tKsK, kv_pipe, mBT, bi, p_begin, p_end, n_iter, mSem)
                     else:
                         self._load_orders()  # (trace time) refuses an order the page-by-page loads cannot follow
-                        for p in cutlass.range(p_begin, p_end, unroll=1):
+                        # reader_reloads (v51_cute): the producer loads the first pass only; the consumers reload
+                        p_stop = cutlass.min(p_end, p_begin + self.stages) if self.reader_reloads else p_end
+                        for p in cutlass.range(p_begin, p_stop, unroll=1):
                             page = mBT[bi, p]
                             if cutlass.const_expr(self.l2_prefetch_pages > 0):
                                 self._prefetch_page(tma_kv, tKgK, mBT, bi, m_block, p + self.l2_prefetch_pages,
