@@ -117,3 +117,14 @@ def test_analyse_names_events_with_a_kinds_own_labels() -> None:
     names = {(r["wg"], r["event"]): r["name"] for r in res["events"]}
     assert names[(0, 5)] == "m1 arrived" and names[(1, 5)] == "m1 published"
     assert names[(0, 3)] == tr.EVENTS[3][0]  # the others keep the shared names
+
+
+def test_analyse_leaves_out_producer_words_a_kind_never_writes() -> None:
+    """v51_cute's consumers reload the pages, so its producer writes no slot words after the first pass: no
+    producer rows, not NaN ones."""
+    lay = _layout()
+    rec = _records(lay).astype(np.int64)
+    prod = lay.TRACE_HDR + 2 * lay.TRACE_PAIRS * lay.TRACE_EVENTS
+    rec[:, prod:prod + 2 * lay.TRACE_PAGES] = 0
+    res = _trace().analyse(rec.astype(np.int32), 16)
+    assert res["producer"] == {} and res["pair_period"] == PERIOD

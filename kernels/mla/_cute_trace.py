@@ -114,8 +114,9 @@ def analyse(recs, n_pages: int, labels: dict[int, tuple[str, str]] | None = None
     for name, off, j in (("next A first slot", 2, 0), ("next A last slot", 2, 1),
                          ("next B first slot", 3, 0), ("next B last slot", 3, 1)):
         ks = [k for k in mid if 2 * k + off < min(n_pages, TRACE_PAGES)]
-        if ks:
-            got[name] = med(_gaps(prod[:, [2 * k + off for k in ks], j], start[:, ks]))
+        d = _gaps(prod[:, [2 * k + off for k in ks], j], start[:, ks]) if ks else None
+        if d is not None and not np.isnan(d).all():  # a kind whose consumers reload (v51_cute) has no producer words
+            got[name] = med(d)
     out["producer"] = got
     return out
 

@@ -22,8 +22,8 @@ has one elected `mbarrier.arrive.expect_tx` + `cp.async.bulk.tensor` per reloade
 next pass's two page indices are read from the block table at the top of each pair (not after the wgmma wait). The
 pair loops are 1,153 / 1,236 SASS instructions (v35_cute: 1,001 / 1,092) with 2 R2UR each (v35_cute: 0). The PTX
 of 16 existing kind/shape pairs (v35, v46, v49_cute's kinds, ownp_evict, sm90, c3early's probe) is unchanged. Its
-probe twin (``_trace``) compiles serialised (C7520) even with the probe's stamps behind make_warp_uniform, so it is
-not offered: the trial timing and the harness are the evidence.
+probe twin (``sm90_seesaw_pair_rr_trace``) compiles unserialised, with the pair's events but no producer words (a
+stamp beside the reloads made ptxas serialise it; the analysis then prints no producer rows).
 Not yet run on the GPU (run 18 ended with 70 s of device time).
 Prediction (before any GPU run): page A's V_L blocks go out ~1,100 cycles sooner than v35_cute's producer slots
 (after P_A V_AL instead of after the producer's handshake) and its V_R blocks ~1,000 sooner, so S_A should no
