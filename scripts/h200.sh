@@ -164,8 +164,9 @@ flashmla)
     TAIL=20 run test-flashmla 150 python3 -m pytest tests/test_peers.py -k flashmla -q -p no:cacheprovider -rs
     # PEERS / COMPARE_VERSIONS widen the compare (every peer side by side: PEERS=flashmla,flashinfer_fa3,
     # flashinfer_fa2,torch_bmm,torch_bmm_contig; the torch path's spec rounds take ~5 ms each)
-    [ -z "${COMPARE:-}" ] || TAIL=20 run compare-flashmla "${COMPARE_S:-200}" python3 -m benchmarks.compare --kernel mla \
-        --versions "${COMPARE_VERSIONS:-$BEST}" --peers "${PEERS:-flashmla,flashinfer_fa3}" --trial decode,spec --rounds 60 \
+    [ -z "${COMPARE:-}" ] || TAIL=20 run compare-flashmla "${COMPARE_S:-200}" python3 -m benchmarks.compare \
+        --kernel mla --versions "${COMPARE_VERSIONS:-$BEST}" --peers "${PEERS:-flashmla,flashinfer_fa3}" \
+        --trial decode,spec --rounds 60 \
         --out "$KF/peers-flashmla.md" --json "$KF/peers-flashmla.json"
     # SIDE=1: BEST's and FlashMLA's spec kernels side by side under ncu --set full (~1-2 min)
     [ -z "${SIDE:-}" ] || TAIL=60 run side-flashmla 240 python3 -m pytest_kforge.profile.side --kernel mla \
@@ -268,7 +269,7 @@ candidates)
 profile)
   # ncu profile-contract reports (reports/mla/<v>/<trial>.md|.json and the devlog's perf block) for VERSIONS, in
   # the order given (the cap may cut the tail): correctness on W workers first, then one ncu run per version and
-  # trial on the controller (~15 s each). The reports come back in tree-profile.tgz, without the .ncu-rep files.
+  # trial on the controller (~20 s each). The reports come back in tree-profile.tgz, without the .ncu-rep files.
   V=$(mla_versions "${VERSIONS:?profile: set VERSIONS=v46_cute,... (the versions to profile)}") || { pack; exit 2; }
   TAIL=45 run profile "${PROFILE_S:-$(( $(left) - 20 ))}" python3 -m pytest --kernel mla --kernel-version "$V" \
       -n "${WORKERS:-8}" --kforge-workers-per-gpu "${WORKERS:-8}" --kforge-profile --kforge-no-bench \

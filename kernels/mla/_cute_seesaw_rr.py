@@ -21,8 +21,8 @@ A's RoPE block, P_B V_BR from registers), the data dependencies give one:
 So the release points of v35_cute's loop become reload points: once all four warps of the releasing
 warpgroup are past their wgmma wait (a warpgroup barrier: each warp's wait covers only its own part of
 the GEMM), its first warp arms each owned block's full barrier and issues its TMA copy for the next pass
-of that stage (page ``pa + 2 + stage``), and does nothing for blocks the other warpgroup owns.  The producer loads only
-the first pass (the first two pages), then Q is its only other job.  The empty barriers are never
+of that stage (page ``pa + 2 + stage``), and does nothing for blocks the other warpgroup owns.  The
+producer loads only the first pass (the first two pages), then Q is its only other job.  The empty barriers are never
 waited on again.  The consumers' waits on the full barriers are unchanged (pass k waits parity
 k % 2): a block's next load can complete only after its owner's last read of this pass, and every
 read of the other warpgroup precedes that by the dependencies above, so no warpgroup ever waits on a
