@@ -16,14 +16,15 @@ from pytest_kforge.registry import load_version
 KDIR = Path(__file__).resolve().parents[1] / "kernels"
 
 
-def _cls():
+def _cls(kind: str = "sm90_seesaw_pair_rr"):
     pytest.importorskip("cutlass.cute")
     load_version("mla", "v0", kernels_dir=KDIR)  # makes kforge_kernels.mla importable
-    return importlib.import_module("kforge_kernels.mla._cute_kinds").kernel_class("sm90_seesaw_pair_rr")
+    return importlib.import_module("kforge_kernels.mla._cute_kinds").kernel_class(kind)
 
 
-def test_each_block_is_reloaded_by_its_last_reader() -> None:
-    cls = _cls()
+@pytest.mark.parametrize("kind", ["sm90_seesaw_pair_rr", "sm90_seesaw_pair_rrlate"])
+def test_each_block_is_reloaded_by_its_last_reader(kind: str) -> None:
+    cls = _cls(kind)
     k = cls(16, 128, direct=True)
     owners = {stage: tuple(k._reload_owner(stage, j) for j in range(9)) for stage in (0, 1)}
     # page A: V_L (0-3) read last by WG0's P_A V_AL; V_R and P_A's block (4-8) by WG1's P_A V_AR

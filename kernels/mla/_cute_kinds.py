@@ -31,7 +31,7 @@ TRACEABLE = ("sm90_seesaw_ownp_evict", "sm90_seesaw_pair_bf16", "sm90_seesaw_pai
              "sm90_seesaw_pair_provfirst", "sm90_seesaw_pair_pinter", "sm90_seesaw_pair_c3", "sm90_seesaw_pair_c1",
              "sm90_seesaw_pair_c3early", "sm90_seesaw_pair_c3own", "sm90_seesaw_pair_c3split", "sm90_seesaw_pair_c3freea",
              "sm90_seesaw_pair_c3m0", "sm90_seesaw_pair_c3freem0", "sm90_seesaw_pair_c3pv", "sm90_seesaw_pair_c3m0pv",
-             "sm90_seesaw_pair_rr", *BFIRST_KINDS, *PERSISTENT_KINDS) + RING_PROBES
+             "sm90_seesaw_pair_rr", "sm90_seesaw_pair_rrlate", *BFIRST_KINDS, *PERSISTENT_KINDS) + RING_PROBES
 #: the kernel kinds a version can name
 KINDS = ("sm80", "sm80_dedup", "sm90", "sm90_pvfirst", "sm90_lazy", "sm90_bf16p", "sm90_seesaw",
          "sm90_seesaw_chunked", "sm90_seesaw_fused", "sm90_seesaw_early", "sm90_seesaw_wcomb", "sm90_seesaw_pf",
@@ -43,7 +43,7 @@ KINDS = ("sm80", "sm80_dedup", "sm90", "sm90_pvfirst", "sm90_lazy", "sm90_bf16p"
          "sm90_seesaw_pair_c3early", "sm90_seesaw_pair_c3own",
          "sm90_seesaw_pair_c3split", "sm90_seesaw_pair_c3freea", "sm90_seesaw_pair_c3m0",
          "sm90_seesaw_pair_c3freem0", "sm90_seesaw_pair_c3pv", "sm90_seesaw_pair_c3m0pv", "sm90_seesaw_pair_rr",
-         *BFIRST_KINDS, *PERSISTENT_KINDS) + RING_PROBES + tuple(f"{k}_trace" for k in TRACEABLE)
+         "sm90_seesaw_pair_rrlate", *BFIRST_KINDS, *PERSISTENT_KINDS) + RING_PROBES + tuple(f"{k}_trace" for k in TRACEABLE)
 
 
 def check_kind(kind: str) -> None:
@@ -106,10 +106,11 @@ def kernel_class(kind: str) -> Any:
                         "sm90_seesaw_pair_bfirstm1": bf.MlaSplitSm90SeesawPairBFirstM1,
                         "sm90_seesaw_pair_bfirstpb": bf.MlaSplitSm90SeesawPairBFirstPb,
                         "sm90_seesaw_pair_bfirstpb9": bf.MlaSplitSm90SeesawPairBFirstPb9}[kind]
-            if kind == "sm90_seesaw_pair_rr":
-                from kforge_kernels.mla._cute_seesaw_rr import MlaSplitSm90SeesawPairReaderReloads
+            if kind in ("sm90_seesaw_pair_rr", "sm90_seesaw_pair_rrlate"):
+                from kforge_kernels.mla import _cute_seesaw_rr as rr
 
-                return MlaSplitSm90SeesawPairReaderReloads
+                return {"sm90_seesaw_pair_rr": rr.MlaSplitSm90SeesawPairReaderReloads,
+                        "sm90_seesaw_pair_rrlate": rr.MlaSplitSm90SeesawPairReaderReloadsLate}[kind]
             if kind.startswith("sm90_seesaw_pair_ring"):
                 from kforge_kernels.mla import _cute_ringprobe as rp
 

@@ -68,6 +68,9 @@ class MlaSplitSm90Seesaw(SeesawOps, MlaSplitSm90):
     #: WG0 publishes m0 (barrier M0) before it converts and stores P_A (barrier S0), so WG1's max adoption and
     #: O_R rescale run beside the P store instead of after it (v40_cute)
     m0_first = False
+    #: WG1 gives page A back (v52_cute: reloads its blocks) once P_B V_BR is issued, not before O_R's rescale and
+    #: that issue: the reload's warpgroup barrier and TMA issues then run beside P_B V_BR
+    wg1_release_a_after_vbr = False
     #: WG0 issues P_A V_AL (P from registers) before it stores P_A for WG1 and arrives on S0 (v42_cute): run 15's
     #: probe had the tensor pipe idle from S_B's end until P_A V_AL, ~400 cycles per pair
     wg0_pv_first = False
@@ -336,7 +339,8 @@ class MlaSplitSm90Seesaw(SeesawOps, MlaSplitSm90):
                                                   scale_log2, m_run, row_sum, scale, c, mSem, ctid, k)
                         self._ev(mSem, ctid, c, k, 5)  # P_B and m1 published
                     warpgroup.wait_group(0)  # P_A V_AR
-                    self._release_blocks(kv_pipe, 0, ph, self._wg1_rest(0))
+                    if cutlass.const_expr(not self.wg1_release_a_after_vbr):
+                        self._release_blocks(kv_pipe, 0, ph, self._wg1_rest(0))
                     self._ev(mSem, ctid, c, k, 6)  # P_A V_AR done
                     self._rescale(acc_O, scale_b)
                     if has_b:
@@ -344,8 +348,13 @@ class MlaSplitSm90Seesaw(SeesawOps, MlaSplitSm90):
                             self._pv(kv_pipe, pv_rs, acc_O, self._p_operand(rPb, frag_layout), tOrV, 1, ph, 1)
                         else:
                             self._pv(kv_pipe, pv_mma, acc_O, tOrP[None, None, None, 1], tOrV, 1, ph, 1)
+                        if cutlass.const_expr(self.wg1_release_a_after_vbr):
+                            self._release_blocks(kv_pipe, 0, ph, self._wg1_rest(0))  # beside P_B V_BR
                         warpgroup.wait_group(0)
                         self._release_blocks(kv_pipe, 1, ph, self._wg1_rest())
+                    if cutlass.const_expr(self.wg1_release_a_after_vbr):
+                        if not has_b:
+                            self._release_blocks(kv_pipe, 0, ph, self._wg1_rest(0))
                 if cutlass.const_expr(looping):
                     if pa + 1 >= p_end:
                         # the producer's stand-in page B: let it land before its stage is given back

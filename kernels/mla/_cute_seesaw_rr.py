@@ -101,3 +101,9 @@ class MlaSplitSm90SeesawPairReaderReloads(MlaSplitSm90SeesawPairC3Early):
                         kv_pipe.sync_object_full.arrive(slot, None)  # one elected thread arms it with the bytes
                         self._kv_copy(tma_kv, tKgK[(None, 0, mine[i], page)], tKsK[(None, slot)],
                                       kv_pipe.sync_object_full.get_barrier(slot))
+
+
+class MlaSplitSm90SeesawPairReaderReloadsLate(MlaSplitSm90SeesawPairReaderReloads):
+    """v52_cute: v51_cute with WG1's reload of page A issued beside its P_B V_BR (``wg1_release_a_after_vbr``)."""
+
+    wg1_release_a_after_vbr = True
