@@ -22,7 +22,7 @@ def _cls(kind: str = "sm90_seesaw_pair_rr"):
     return importlib.import_module("kforge_kernels.mla._cute_kinds").kernel_class(kind)
 
 
-@pytest.mark.parametrize("kind", ["sm90_seesaw_pair_rr", "sm90_seesaw_pair_rrlate"])
+@pytest.mark.parametrize("kind", ["sm90_seesaw_pair_rr", "sm90_seesaw_pair_rrlate", "sm90_seesaw_pair_rrvr"])
 def test_each_block_is_reloaded_by_its_last_reader(kind: str) -> None:
     cls = _cls(kind)
     k = cls(16, 128, direct=True)

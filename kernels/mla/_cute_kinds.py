@@ -25,13 +25,15 @@ RING_PROBES = tuple(f"sm90_seesaw_pair_ring_{k}" for k in (
 BFIRST_KINDS = ("sm90_seesaw_pair_bfirst", "sm90_seesaw_pair_bfirstfree", "sm90_seesaw_pair_bfirstm1",
                 "sm90_seesaw_pair_bfirstpb", "sm90_seesaw_pair_bfirstpb9")
 PERSISTENT_KINDS = ("sm90_seesaw_pair_persist", "sm90_seesaw_pair_persistql", "sm90_seesaw_pair_persistqe")
+#: the kinds whose consumers reload the KV blocks they read last (``_cute_seesaw_rr``)
+READER_RELOAD_KINDS = ("sm90_seesaw_pair_rr", "sm90_seesaw_pair_rrlate", "sm90_seesaw_pair_rrvr")
 #: kinds with a timeline-probe twin ``<kind>_trace``: the same kernel with ``trace = True`` (``_cute_trace``)
 TRACEABLE = ("sm90_seesaw_ownp_evict", "sm90_seesaw_pair_bf16", "sm90_seesaw_pair_soft1", "sm90_seesaw_pair_early",
              "sm90_seesaw_pair_vrfirst", "sm90_seesaw_pair_tmao", "sm90_seesaw_pair_ilp", "sm90_seesaw_pair_prov",
              "sm90_seesaw_pair_provfirst", "sm90_seesaw_pair_pinter", "sm90_seesaw_pair_c3", "sm90_seesaw_pair_c1",
              "sm90_seesaw_pair_c3early", "sm90_seesaw_pair_c3own", "sm90_seesaw_pair_c3split", "sm90_seesaw_pair_c3freea",
              "sm90_seesaw_pair_c3m0", "sm90_seesaw_pair_c3freem0", "sm90_seesaw_pair_c3pv", "sm90_seesaw_pair_c3m0pv",
-             "sm90_seesaw_pair_rr", "sm90_seesaw_pair_rrlate", *BFIRST_KINDS, *PERSISTENT_KINDS) + RING_PROBES
+             *READER_RELOAD_KINDS, *BFIRST_KINDS, *PERSISTENT_KINDS) + RING_PROBES
 #: the kernel kinds a version can name
 KINDS = ("sm80", "sm80_dedup", "sm90", "sm90_pvfirst", "sm90_lazy", "sm90_bf16p", "sm90_seesaw",
          "sm90_seesaw_chunked", "sm90_seesaw_fused", "sm90_seesaw_early", "sm90_seesaw_wcomb", "sm90_seesaw_pf",
@@ -42,8 +44,8 @@ KINDS = ("sm80", "sm80_dedup", "sm90", "sm90_pvfirst", "sm90_lazy", "sm90_bf16p"
          "sm90_seesaw_pair_provfirst", "sm90_seesaw_pair_pinter", "sm90_seesaw_pair_c3", "sm90_seesaw_pair_c1",
          "sm90_seesaw_pair_c3early", "sm90_seesaw_pair_c3own",
          "sm90_seesaw_pair_c3split", "sm90_seesaw_pair_c3freea", "sm90_seesaw_pair_c3m0",
-         "sm90_seesaw_pair_c3freem0", "sm90_seesaw_pair_c3pv", "sm90_seesaw_pair_c3m0pv", "sm90_seesaw_pair_rr",
-         "sm90_seesaw_pair_rrlate", *BFIRST_KINDS, *PERSISTENT_KINDS) + RING_PROBES + tuple(f"{k}_trace" for k in TRACEABLE)
+         "sm90_seesaw_pair_c3freem0", "sm90_seesaw_pair_c3pv", "sm90_seesaw_pair_c3m0pv",
+         *READER_RELOAD_KINDS, *BFIRST_KINDS, *PERSISTENT_KINDS) + RING_PROBES + tuple(f"{k}_trace" for k in TRACEABLE)
 
 
 def check_kind(kind: str) -> None:
@@ -106,11 +108,12 @@ def kernel_class(kind: str) -> Any:
                         "sm90_seesaw_pair_bfirstm1": bf.MlaSplitSm90SeesawPairBFirstM1,
                         "sm90_seesaw_pair_bfirstpb": bf.MlaSplitSm90SeesawPairBFirstPb,
                         "sm90_seesaw_pair_bfirstpb9": bf.MlaSplitSm90SeesawPairBFirstPb9}[kind]
-            if kind in ("sm90_seesaw_pair_rr", "sm90_seesaw_pair_rrlate"):
+            if kind in READER_RELOAD_KINDS:
                 from kforge_kernels.mla import _cute_seesaw_rr as rr
 
                 return {"sm90_seesaw_pair_rr": rr.MlaSplitSm90SeesawPairReaderReloads,
-                        "sm90_seesaw_pair_rrlate": rr.MlaSplitSm90SeesawPairReaderReloadsLate}[kind]
+                        "sm90_seesaw_pair_rrlate": rr.MlaSplitSm90SeesawPairReaderReloadsLate,
+                        "sm90_seesaw_pair_rrvr": rr.MlaSplitSm90SeesawPairReaderReloadsVrFirst}[kind]
             if kind.startswith("sm90_seesaw_pair_ring"):
                 from kforge_kernels.mla import _cute_ringprobe as rp
 

@@ -62,7 +62,7 @@ class MlaSplitSm90SeesawPairReaderReloads(MlaSplitSm90SeesawPairC3Early):
                  "release_unread": self.release_unread, "wg1_free_unread_a": self.wg1_free_unread_a,
                  "m0_first": self.m0_first, "wg1_softmax_first": self.wg1_softmax_first,
                  "wg1_provisional": self.wg1_provisional, "wg1_publish_first": self.wg1_publish_first,
-                 "stagger": self.stagger, "chunk_order": self.chunk_order, "page_b_order": self.page_b_order,
+                 "stagger": self.stagger, "chunk_order": self.chunk_order,
                  "pair_load_order": self.pair_load_order, "the persistent loop": self.looping}
         clash = [name for name, on in flags.items() if on]
         if not self.own_p_rs:
@@ -107,3 +107,10 @@ class MlaSplitSm90SeesawPairReaderReloadsLate(MlaSplitSm90SeesawPairReaderReload
     """v52_cute: v51_cute with WG1's reload of page A issued beside its P_B V_BR (``wg1_release_a_after_vbr``)."""
 
     wg1_release_a_after_vbr = True
+
+
+class MlaSplitSm90SeesawPairReaderReloadsVrFirst(MlaSplitSm90SeesawPairReaderReloadsLate):
+    """v53_cute: v52_cute with S_B reading page B's blocks in the order their reloads go out (``page_b_order``):
+    V_R (4-7, WG1 after P_B V_BR) first, then the RoPE block and V_L (8, 0-3, WG0 after P_B V_BL)."""
+
+    page_b_order = (4, 5, 6, 7, 8, 0, 1, 2, 3)

@@ -105,6 +105,7 @@ class KvLoads:
     chunk_order: tuple[int, ...]
     page_b_order: tuple[int, ...]
     pair_load_order: tuple[tuple[int, int], ...]
+    reader_reloads: bool
 
     def _kv_copy(self, tma_kv, src, dst, bar) -> None:
         """One KV block's TMA load (with the evict-first hint and the cluster multicast where configured)."""
@@ -131,7 +132,7 @@ class KvLoads:
     def _load_orders(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """(page A's, page B's) chunk load orders; raises when one misses a chunk (its slot would never fill:
         a hang)."""
-        if self.page_b_order and not self.pair_load_order:
+        if self.page_b_order and not self.pair_load_order and not self.reader_reloads:
             raise ValueError(f"{type(self).__name__}.page_b_order needs pair_load_order (page by page, the producer "
                              "loads page B in page A's order, and S_B would wait past later loads); set both or neither")
         order_a = tuple(self.chunk_order) or tuple(range(self.kv_chunks))
