@@ -80,19 +80,15 @@ class MlaSplitSm90SeesawPersistent(MlaSplitSm90SeesawPairC3Early):
         """Trace time: the loop supports none of the schedule flags that assume one tile per CTA (and needs the
         TMA-store epilogue, whose O partition, built once in ``_seesaw_parts``, is the same for every tile, unless
         ``loop_q_early`` stores O from registers through a per-tile view)."""
-        bad = [name for name, on in (("q_reg_blocks", self.q_reg_blocks > 0), ("early_issue", self.early_issue),
-                                     ("early_release", self.early_release), ("cluster", self.cluster > 1),
-                                     ("l2_prefetch_pages", self.l2_prefetch_pages > 0), ("stagger", self.stagger),
-                                     ("fused_combine", self.fused_combine),
-                                     ("tma_store_o off", not self.o_via_tma and not self.loop_q_early),
-                                     ("chunk_order", bool(self.chunk_order)), ("release_unread", self.release_unread),
-                                     ("page_b_order", bool(self.page_b_order)),
-                                     ("pair_load_order", bool(self.pair_load_order)),
-                                     ("p_b_buffer", getattr(self, "p_b_buffer", False)))
-               if on]
-        if bad:
-            raise ValueError(f"{type(self).__name__}: the persistent loop cannot run with these settings: "
-                             f"{', '.join(bad)} (each assumes one tile per CTA); change them or set persistent = False.")
+        self._refuse_flags("the persistent loop", {
+            "q_reg_blocks": self.q_reg_blocks > 0, "early_issue": self.early_issue,
+            "early_release": self.early_release, "cluster": self.cluster > 1,
+            "l2_prefetch_pages": self.l2_prefetch_pages > 0, "stagger": self.stagger,
+            "fused_combine": self.fused_combine, "tma_store_o off": not self.o_via_tma and not self.loop_q_early,
+            "chunk_order": bool(self.chunk_order), "release_unread": self.release_unread,
+            "page_b_order": bool(self.page_b_order), "pair_load_order": bool(self.pair_load_order),
+            "p_b_buffer": getattr(self, "p_b_buffer", False)},
+            "each assumes one tile per CTA: change them or set persistent = False.")
 
     @cute.jit
     def _persistent_producer(self, first, step, n_tiles, tma_q, tQgQ, tQsQ, tma_kv, tKgK, tKsK, q_pipe, kv_pipe, mBT,

@@ -185,7 +185,7 @@ class MlaSplitSm90Seesaw(SeesawOps, MlaSplitSm90):
             for k in cutlass.range(n_pairs, unroll=1):
                 ph = self._pass_parity(k, ph0)
                 pa, has_b = self._pair_pages(k, p_begin, p_end)
-                self._mark_pair(0, pa, p_begin, p_end, mSem)
+                self._mark_pair(0, pa, p_end)
                 self._ev(mSem, ctid, c, k, 0)
                 acc_S = cute.make_rmem_tensor(s_shape, f32)
                 acc_S.fill(0.0)
@@ -265,7 +265,7 @@ class MlaSplitSm90Seesaw(SeesawOps, MlaSplitSm90):
             for k in cutlass.range(n_pairs, unroll=1):
                 ph = self._pass_parity(k, ph0)
                 pa, has_b = self._pair_pages(k, p_begin, p_end)
-                self._mark_pair(1, pa, p_begin, p_end, mSem)
+                self._mark_pair(1, pa, p_end)
                 self._ev(mSem, ctid, c, k, 0)
                 acc_S = cute.make_rmem_tensor(s_shape, f32)
                 if cutlass.const_expr(self.solo_softmax_probe):
@@ -377,11 +377,11 @@ class MlaSplitSm90Seesaw(SeesawOps, MlaSplitSm90):
         if c == 0:
             self._hdr(mSem, ctid, 9, True)  # and at its end
 
-    def _mark_pair(self, c: int, pa, p_begin, p_end, mSem) -> None:
-        """(trace time) Which warpgroup's pair loop is being traced and its pair's page A, for calls inside it
-        that need them (v51_cute's reloads).  A method, not an assignment in the loop: the DSL would carry
-        ``self`` through the warpgroup branch."""
-        self._rr_at = (c, pa, p_begin, p_end, mSem)
+    def _mark_pair(self, c: int, pa, p_end) -> None:
+        """(trace time) Which warpgroup's pair loop is being traced, its pair's page A and the split's end, for
+        calls inside it that need them (v51_cute's reloads).  A method, not an assignment in the loop: the DSL
+        would carry ``self`` through the warpgroup branch."""
+        self._rr_at = (c, pa, p_end)
 
     @cute.jit
     def _pair_epilogue(self, acc_O, tOgO, tScS_mn, m_run, row_sum, sh, m_block, bi, split, c, ctid, mLp, scale_log2):

@@ -59,20 +59,16 @@ class MlaSplitSm90SeesawPairBFirst(MlaSplitSm90SeesawPairC3Early):
     p_b_buffer = False
 
     def _check_flags(self) -> None:
-        flags = {"early_issue": self.early_issue, "early_release": self.early_release,
-                 "release_unread": self.release_unread, "wg1_provisional": self.wg1_provisional,
-                 "wg1_publish_first": self.wg1_publish_first, "wg1_softmax_first": self.wg1_softmax_first,
-                 "vr_first": self.vr_first, "solo_softmax_probe": self.solo_softmax_probe,
-                 "m0_first": self.m0_first,
-                 "wg0_pv_first": self.wg0_pv_first, "fused_combine": self.fused_combine}
-        clash = [name for name, on in flags.items() if on]
         if not self.own_p_rs:
             raise ValueError(f"{type(self).__name__}: the B-first pair needs own_p_rs (each warpgroup's own P "
                              "from registers); set it, or use the base seesaw schedule.")
-        if clash or self.q_reg_blocks:
-            raise ValueError(f"{type(self).__name__}: the B-first pair cannot run with "
-                             f"{', '.join(clash + (['q_reg_blocks'] if self.q_reg_blocks else []))}; "
-                             "use the base seesaw schedule for those.")
+        self._refuse_flags("the B-first pair", {
+            "early_issue": self.early_issue, "early_release": self.early_release,
+            "release_unread": self.release_unread, "wg1_provisional": self.wg1_provisional,
+            "wg1_publish_first": self.wg1_publish_first, "wg1_softmax_first": self.wg1_softmax_first,
+            "vr_first": self.vr_first, "solo_softmax_probe": self.solo_softmax_probe, "m0_first": self.m0_first,
+            "wg0_pv_first": self.wg0_pv_first, "fused_combine": self.fused_combine,
+            "q_reg_blocks": self.q_reg_blocks}, "use the base seesaw schedule for those.")
 
     @cute.jit
     def _seesaw_tile(self, parts, m_block, bi, split, t, p_begin, p_end, n_iter, q_pipe, kv_pipe, mOp, mLp, mOut,

@@ -6,6 +6,9 @@ inlined where the loop calls it, so moving them here changed no PTX.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import cutlass
 import cutlass.cute as cute
 import cutlass.pipeline as pipeline
@@ -40,13 +43,15 @@ class SeesawOps:
     stages: int
     kv_chunks: int
     chunk_order: tuple[int, ...]
-    page_b_order: tuple[int, ...]
     release_unread: bool
     h: int
     own_p_rs: bool
     early_release: bool
     softmax_ilp: bool
     q_reg_blocks: int
+
+    # (from KvLoads, the other mixin of every kernel class: each page's chunk load order, checked)
+    _load_orders: Any
 
     def _chunk(self, stage: int, j: int, ph):
         """Pipeline state of KV chunk j of a page in ``stage`` (0 = A, 1 = B), phase ``ph``."""
@@ -73,19 +78,17 @@ class SeesawOps:
         of the earlier tiles) (ph0 + k) % 2."""
         return k % 2 if ph0 is None else (ph0 + k) % 2
 
-    @staticmethod
-    def _pair_pages(k, p_begin, p_end):
-        """Pair k's page A (page ``p_begin + 2k`` of the tile) and whether a page B follows it (an odd page
-        count leaves the last pair without one)."""
-        pa = p_begin + 2 * k
-        return pa, pa + 1 < p_end
-
     def _s_blocks(self, stage: int) -> tuple[int, ...]:
-        """The order S reads the blocks of the page in ``stage``: the order they load in (``page_b_order`` for
-        page B where set, v49_cute)."""
-        if stage == 1 and self.page_b_order:
-            return tuple(self.page_b_order)
-        return self._blocks()
+        """The order S reads the blocks of the page in ``stage``: the order they load in (``KvLoads._load_orders``:
+        ``chunk_order``, and ``page_b_order`` for page B where set, v49_cute)."""
+        return self._load_orders()[stage]
+
+    def _refuse_flags(self, what: str, flags: Mapping[str, Any], fix: str) -> None:
+        """(trace time) Raise one sentence naming the set ones among ``flags`` (name -> value) that ``what``
+        cannot run with, and ``fix``; nothing when none is set."""
+        clash = [name for name, on in flags.items() if on]
+        if clash:
+            raise ValueError(f"{type(self).__name__}: {what} cannot run with {', '.join(clash)}; {fix}")
 
     def _blocks(self, half: int | None = None) -> tuple[int, ...]:
         """The 64-dim KV blocks of a page: all of them, or those holding O columns of warpgroup ``half``."""

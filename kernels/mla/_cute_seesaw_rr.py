@@ -58,34 +58,29 @@ class MlaSplitSm90SeesawPairReaderReloads(MlaSplitSm90SeesawPairC3Early):
     def _check_reader_reloads(self) -> None:
         """(trace time) Refuse the flags whose releases are not last reads (a reload there would overwrite a
         block another warpgroup still reads)."""
-        flags = {"early_issue": self.early_issue, "early_release": self.early_release,
-                 "release_unread": self.release_unread, "wg1_free_unread_a": self.wg1_free_unread_a,
-                 "m0_first": self.m0_first, "wg1_softmax_first": self.wg1_softmax_first,
-                 "wg1_provisional": self.wg1_provisional, "wg1_publish_first": self.wg1_publish_first,
-                 "stagger": self.stagger, "chunk_order": self.chunk_order,
-                 "pair_load_order": self.pair_load_order, "the persistent loop": self.looping}
-        clash = [name for name, on in flags.items() if on]
-        if not self.own_p_rs:
-            clash.append("own_p_rs off (P_A V_AL and P_B V_BR would read P from the pages)")
-        if self.cluster > 1:
-            clash.append("cluster multicast")
-        if clash:
-            raise ValueError(f"{type(self).__name__}: reader_reloads cannot run with {', '.join(clash)}; "
-                             "turn those off or use a producer-loaded kind.")
+        self._refuse_flags("reader_reloads", {
+            "early_issue": self.early_issue, "early_release": self.early_release,
+            "release_unread": self.release_unread, "wg1_free_unread_a": self.wg1_free_unread_a,
+            "m0_first": self.m0_first, "wg1_softmax_first": self.wg1_softmax_first,
+            "wg1_provisional": self.wg1_provisional, "wg1_publish_first": self.wg1_publish_first,
+            "stagger": self.stagger, "chunk_order": self.chunk_order,
+            "pair_load_order": self.pair_load_order, "the persistent loop": self.looping,
+            "own_p_rs off (P_A V_AL and P_B V_BR would read P from the pages)": not self.own_p_rs,
+            "cluster multicast": self.cluster > 1}, "turn those off or use a producer-loaded kind.")
 
-    def _mark_pair(self, c: int, pa, p_begin, p_end, mSem) -> None:
-        """(trace time, at the top of each pair) Also read the next pass's two pages from the block table now,
-        so that the reload after a wgmma wait does not wait for a global load (clamped into the split: the
-        reload itself is skipped past its end)."""
-        super()._mark_pair(c, pa, p_begin, p_end, mSem)
+    def _mark_pair(self, c: int, pa, p_end) -> None:
+        """(trace time, at the top of each pair loop's body) Check the flags, and read the next pair's two pages
+        from the block table now, so that the reload after a wgmma wait does not wait for a global load
+        (clamped into the split: the reload itself is skipped past its end)."""
+        self._check_reader_reloads()
+        super()._mark_pair(c, pa, p_end)
         _, _, _, mBT, bi = self._kv_reload
-        self._rr_pages = tuple(mBT[bi, cutlass.min(pa + 2 + s, p_end - 1)] for s in range(self.stages))
+        self._rr_pages = self._pair_block_ids(mBT, bi, cutlass.min(pa + 2, p_end - 1), p_end)
 
     @cute.jit
     def _release_blocks(self, kv_pipe, stage: cutlass.Constexpr, ph, blocks: cutlass.Constexpr):
         """The releasing warpgroup reloads the blocks it reads last, for the next pass of ``stage``."""
-        self._check_reader_reloads()
-        c, pa, _, p_end, _ = self._rr_at  # (trace time) set by the pair loop this call sits in
+        c, pa, p_end = self._rr_at  # (trace time) set by the pair loop this call sits in
         mine = tuple(j for j in blocks if self._reload_owner(stage, j) == c)
         if cutlass.const_expr(len(mine) > 0):
             tma_kv, tKgK, tKsK, _, _ = self._kv_reload

@@ -129,6 +129,19 @@ class KvLoads:
             self._kv_chunk_load(tma_kv, tKgK, tKsK, kv_pipe, page, order[i], stage * self.kv_chunks + order[i], phase,
                                 mSem, q, i in (0, len(order) - 1), i > 0)
 
+    @staticmethod
+    def _pair_pages(k, p_begin, p_end):
+        """Pair k's page A (page ``p_begin + 2k`` of the tile) and whether a page B follows it (an odd page
+        count leaves the last pair without one)."""
+        pa = p_begin + 2 * k
+        return pa, pa + 1 < p_end
+
+    @staticmethod
+    def _pair_block_ids(mBT, bi, pa, p_end):
+        """The cache blocks of the pair whose page A is page ``pa`` of sequence ``bi``: (page A's, page B's), page
+        B's index clamped into the split (a pair without page B loads nothing for it: ``has_b``)."""
+        return mBT[bi, pa], mBT[bi, cutlass.min(pa + 1, p_end - 1)]
+
     def _load_orders(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """(page A's, page B's) chunk load orders; raises when one misses a chunk (its slot would never fill:
         a hang)."""
@@ -165,10 +178,8 @@ class KvLoads:
         has one).  Pair k is ring pass k: its slots were freed by pass k - 1 (phase (k + 1) % 2)."""
         order, firsts, lasts = self._pair_order()
         for k in cutlass.range((n_iter + 1) // 2, unroll=1):
-            pa = p_begin + 2 * k
-            has_b = pa + 1 < p_end
-            page_a = mBT[bi, pa]
-            page_b = mBT[bi, cutlass.min(pa + 1, p_end - 1)]
+            pa, has_b = self._pair_pages(k, p_begin, p_end)
+            page_a, page_b = self._pair_block_ids(mBT, bi, pa, p_end)
             phase = (k + 1) % 2
             for i in cutlass.range_constexpr(len(order)):
                 st, j = order[i]

@@ -68,8 +68,7 @@ class MlaSplitSm90Stagger(MlaSplitSm90SeesawChunked):
         n_pairs = (n_iter + 1) // 2
         for k in cutlass.range(n_pairs, unroll=1):
             pa, has_b = self._pair_pages(k, p_begin, p_end)
-            page_a = mBT[bi, pa]
-            page_b = mBT[bi, cutlass.min(pa + 1, p_end - 1)]
+            page_a, page_b = self._pair_block_ids(mBT, bi, pa, p_end)
             ph = (k + 1) % 2  # a producer waits on the empty barriers' previous phase
             for i in cutlass.range_constexpr(len(LOAD_ORDER)):
                 stage, j = LOAD_ORDER[i]

@@ -20,7 +20,7 @@ Compile check (CPU, `_cute_compilecheck.py sm90_seesaw_pair_rr:{16:128:direct,1:
 partial-output kernel of fuzz shapes with more than two splits (`1:128`) is (C7520), as v48/v50_cute's are. The PTX
 has one elected `mbarrier.arrive.expect_tx` + `cp.async.bulk.tensor` per reloaded block in the consumers, and the
 next pass's two page indices are read from the block table at the top of each pair (not after the wgmma wait). The
-pair loops are 1,153 / 1,236 SASS instructions (v35_cute: 1,001 / 1,092) with 2 R2UR each (v35_cute: 0). The PTX
+pair loops are 1,152 / 1,235 SASS instructions (v35_cute: 1,001 / 1,092) with 2 R2UR each (v35_cute: 0). The PTX
 of 16 existing kind/shape pairs (v35, v46, v49_cute's kinds, ownp_evict, sm90, c3early's probe) is unchanged. Its
 probe twin (``sm90_seesaw_pair_rr_trace``) compiles unserialised, with the pair's events but no producer words (a
 stamp beside the reloads made ptxas serialise it; the analysis then prints no producer rows).

@@ -7,8 +7,8 @@ P_B V_BR first, then reloads page A while P_B V_BR runs; a pair without page B r
 V_R blocks go out ~150 cycles later than in v51_cute, still ~900 cycles before v35_cute's producer slots.
 Compile check (CPU, `_cute_compilecheck.py sm90_seesaw_pair_rrlate:{16:128:direct,1:128:direct:paired,5:32:direct,
 16:64:direct,1:16:direct,1:128}` and `_trace`): 168 registers, no spills, the trial kernels and the probe twin not
-serialised (the partial-output kernel `1:128` is, as v51_cute's); WG1's pair loop is 1,303 SASS instructions
-(v51_cute: 1,236; the third reload site is the pair without page B). The PTX of v35 and v51_cute's kinds is
+serialised (the partial-output kernel `1:128` is, as v51_cute's); WG1's pair loop is 1,302 SASS instructions
+(v51_cute: 1,235; the third reload site is the pair without page B). The PTX of v35 and v51_cute's kinds is
 unchanged by the flag. Not yet run on the GPU.
 Prediction (before any GPU run): if WG1's reload sits on the pair's chain in v51_cute, spec 0.5-2% below
 v51_cute; if page A's V_R reload is what the pair waits for, up to ~1% above. Decode as v51_cute.
