@@ -14,12 +14,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from kforge_kernels.mla._cute_kinds import (bf16_partials, combine_class, fused, kernel_class, pair_exchange_global,
-                                            takes_finals)
+                                            tail_balanced, takes_finals)
+from kforge_kernels.mla._cute_tail_plan import MAX_PARTS, TailPlan, plan_tail
 
 D_QK, D_V, PAGE, BLOCK_M = 576, 512, 64, 64
 LOG2_E = 1.4426950408889634
 H200_SMS = 132
 _CACHE: dict[tuple, Any] = {}
+#: a tail-balanced kind's per-shape state (``_tail_state``)
+_TAIL: dict[tuple, Any] = {}
 # extra cute.compile options, e.g. "--keep-ptx" to inspect registers with `ptxas -v`
 COMPILE_OPTIONS = os.environ.get("KFORGE_CUTE_OPTIONS", "")
 
@@ -111,7 +114,7 @@ def compiled(kind: str, s: int, h: int, stages: int, direct: bool = False,
         i32(1), i32(1), i32(1), i32(1), f32(1.0), stream, options=COMPILE_OPTIONS,
     )
     f_comb = None
-    if not direct and not fused(kind):
+    if not direct and not fused(kind) and not (tail_balanced(kind) and not paired):
         comb = combine_class(kind)(s, h, main.rows_pad)
         f_comb = cute.compile(comb, p(pdt), p(f32), p(bf), p(f32, 4), i32(1), i32(1), stream, options=COMPILE_OPTIONS)
     _CACHE[key] = (f_main, f_comb, main.rows_pad, main.m_blocks)
@@ -127,7 +130,10 @@ def prepare(kind: str, params: Mapping[str, int], config: Mapping[str, Any], all
     stages = int(config.get("stages", 2))
     splits = choose_splits(b * math.ceil(s * h / BLOCK_M), math.ceil(t / PAGE), config)
     _, slots, paired = split_plan(kind, splits)
-    compiled(kind, s, h, stages, direct=allow_direct and slots == 1, paired=paired)
+    direct = allow_direct and slots == 1
+    compiled(kind, s, h, stages, direct=direct, paired=paired)
+    if direct and not paired and tail_balanced(kind):
+        compiled(kind, s, h, stages)  # its tail grid (_cute_seesaw_tail)
 
 
 def run_split_combine(
@@ -178,7 +184,9 @@ def run_split_combine(
         finals = (*finals[:2], ptr(f32, ws, 16))
     if trace_buf is not None:
         finals = (*finals[:2], ptr(i32, trace_buf, 4))
-    if allow_direct and slots == 1:
+    if allow_direct and slots == 1 and not paired and tail_balanced(kind):
+        _run_tail(kind, (b, s, h, max_blocks), stages, ins, sizes, ptr(bf, o_dst), ptr(f32, l_dst, 4), dev, stream)
+    elif allow_direct and slots == 1:
         f_main, _, _, _ = compiled(kind, s, h, stages, direct=True, paired=paired)
         f_main(*ins, ptr(bf, o_dst), ptr(f32, l_dst, 4), *finals, *sizes, stream)
     else:
@@ -197,6 +205,54 @@ def run_split_combine(
     if not dense:
         out.copy_(o_dst)
         lse.copy_(l_dst)
+
+
+def _tail_state(kind: str, b: int, m_blocks: int, rows_pad: int, pages: int, dev: Any) -> tuple[TailPlan, Any, Any, Any, int]:
+    """(plan, int32 counters + work table, fp32 partials, their lse, first sequence with a tail tile) for one shape.
+
+    Kept for the process: the plan depends on the shape only (a shorter sequence's pages are clamped in the
+    kernel), the counters start at zero and the kernel resets each after its tile's merge.  One stream at a
+    time may use a shape's state.
+    """
+    import torch
+
+    key = (kind, b, m_blocks, pages, str(dev))
+    hit = _TAIL.get(key)
+    if hit is None:
+        plan = plan_tail(b * m_blocks, pages, H200_SMS)
+        sem = torch.tensor([0] * (b * m_blocks) + plan.table(m_blocks), dtype=torch.int32, device=dev)
+        b_first = plan.full // m_blocks
+        tail_b = b - b_first
+        opart = torch.empty(tail_b * MAX_PARTS * rows_pad * D_V, dtype=torch.float32, device=dev)
+        lpart = torch.empty(tail_b * MAX_PARTS * rows_pad, dtype=torch.float32, device=dev)
+        hit = _TAIL[key] = (plan, sem, opart, lpart, b_first)
+    return hit
+
+
+def _run_tail(kind: str, shape: tuple[int, int, int, int], stages: int, ins: tuple, sizes: tuple, o_ptr: Any,
+              l_ptr: Any, dev: Any, stream: Any) -> None:
+    """A tail-balanced kind's one-split call: the direct grid over the full waves, then the tail grid
+    (``_cute_seesaw_tail``; the plan is ``_cute_tail_plan``'s).  ``shape``: (b, s, h, block-table width)."""
+    import cutlass
+    import cutlass.cute as cute
+    from cutlass.cute.runtime import make_ptr
+
+    i32, f32 = cutlass.Int32, cutlass.Float32
+    b, s, h, pages = shape
+    f_direct, _, rows_pad, m_blocks = compiled(kind, s, h, stages, direct=True)
+    plan, sem, opart, lpart, b_first = _tail_state(kind, b, m_blocks, rows_pad, pages, dev)
+    sem_ptr = make_ptr(i32, sem.data_ptr(), cute.AddressSpace.gmem, assumed_align=4)
+    finals = (o_ptr, l_ptr, sem_ptr)
+    if plan.full:
+        f_direct(*ins, o_ptr, l_ptr, *finals, *sizes[:3], i32(plan.full), sizes[4], stream)
+    if plan.pieces:
+        f_tail, _, _, _ = compiled(kind, s, h, stages)
+        # the partials hold the tail's sequences only: their base goes back by the sequences before them
+        o_at = opart.data_ptr() - b_first * MAX_PARTS * rows_pad * D_V * 4
+        l_at = lpart.data_ptr() - b_first * MAX_PARTS * rows_pad * 4
+        parts = (make_ptr(f32, o_at, cute.AddressSpace.gmem, assumed_align=16),
+                 make_ptr(f32, l_at, cute.AddressSpace.gmem, assumed_align=16))
+        f_tail(*ins, *parts, *finals, *sizes[:3], i32(len(plan.pieces)), sizes[4], stream)
 
 
 def prepare_version(kind: str, defaults: Mapping[str, Any], params: Mapping[str, int],

@@ -13,7 +13,8 @@ import functools
 from typing import Any
 
 __all__ = ["KINDS", "RING_PROBES", "TRACEABLE", "check_kind", "kernel_class", "combine_class", "computes_output",
-           "takes_finals", "fused", "pair_exchange_global", "bf16_partials"]
+           "takes_finals", "fused", "tail_balanced", "pair_exchange_global",
+           "bf16_partials"]
 
 
 #: the probe kinds of ``_cute_ringprobe.PROBES`` (v28_cute's ring with the math cut down, and the solo-softmax
@@ -27,6 +28,9 @@ BFIRST_KINDS = ("sm90_seesaw_pair_bfirst", "sm90_seesaw_pair_bfirstfree", "sm90_
 PERSISTENT_KINDS = ("sm90_seesaw_pair_persist", "sm90_seesaw_pair_persistql", "sm90_seesaw_pair_persistqe")
 #: the kinds whose consumers reload the KV blocks they read last (``_cute_seesaw_rr``)
 READER_RELOAD_KINDS = ("sm90_seesaw_pair_rr", "sm90_seesaw_pair_rrlate", "sm90_seesaw_pair_rrvr")
+#: the kinds whose one-split shapes run the full waves whole and the last wave in balanced pieces
+#: (``_cute_seesaw_tail``, planned by ``_cute_tail_plan``)
+TAIL_KINDS = ("sm90_seesaw_pair_tail",)
 #: kinds with a timeline-probe twin ``<kind>_trace``: the same kernel with ``trace = True`` (``_cute_trace``)
 TRACEABLE = ("sm90_seesaw_ownp_evict", "sm90_seesaw_pair_bf16", "sm90_seesaw_pair_soft1", "sm90_seesaw_pair_early",
              "sm90_seesaw_pair_vrfirst", "sm90_seesaw_pair_tmao", "sm90_seesaw_pair_ilp", "sm90_seesaw_pair_prov",
@@ -45,7 +49,8 @@ KINDS = ("sm80", "sm80_dedup", "sm90", "sm90_pvfirst", "sm90_lazy", "sm90_bf16p"
          "sm90_seesaw_pair_c3early", "sm90_seesaw_pair_c3own",
          "sm90_seesaw_pair_c3split", "sm90_seesaw_pair_c3freea", "sm90_seesaw_pair_c3m0",
          "sm90_seesaw_pair_c3freem0", "sm90_seesaw_pair_c3pv", "sm90_seesaw_pair_c3m0pv",
-         *READER_RELOAD_KINDS, *BFIRST_KINDS, *PERSISTENT_KINDS) + RING_PROBES + tuple(f"{k}_trace" for k in TRACEABLE)
+         *READER_RELOAD_KINDS, *BFIRST_KINDS, *PERSISTENT_KINDS, *TAIL_KINDS) + RING_PROBES + tuple(
+             f"{k}_trace" for k in TRACEABLE)
 
 
 def check_kind(kind: str) -> None:
@@ -108,6 +113,10 @@ def kernel_class(kind: str) -> Any:
                         "sm90_seesaw_pair_bfirstm1": bf.MlaSplitSm90SeesawPairBFirstM1,
                         "sm90_seesaw_pair_bfirstpb": bf.MlaSplitSm90SeesawPairBFirstPb,
                         "sm90_seesaw_pair_bfirstpb9": bf.MlaSplitSm90SeesawPairBFirstPb9}[kind]
+            if kind in TAIL_KINDS:
+                from kforge_kernels.mla._cute_seesaw_tail import MlaSplitSm90SeesawPairTail
+
+                return MlaSplitSm90SeesawPairTail
             if kind in READER_RELOAD_KINDS:
                 from kforge_kernels.mla import _cute_seesaw_rr as rr
 
@@ -182,6 +191,11 @@ def takes_finals(kind: str) -> bool:
 def fused(kind: str) -> bool:
     """Whether ``kind`` merges its splits in the kernel (no combine launch; needs zeroed counters)."""
     return kind == "sm90_seesaw_fused"
+
+
+def tail_balanced(kind: str) -> bool:
+    """Whether ``kind``'s one-split shapes run as a direct grid plus a balanced tail grid (``_cute_seesaw_tail``)."""
+    return kind in TAIL_KINDS
 
 
 def pair_exchange_global(kind: str) -> bool:

@@ -20,6 +20,10 @@ class MlaSplitSm90SeesawFused(MlaSplitSm90SeesawChunked):
 
     fused_combine = True
 
+    def _merge_count(self, mLp):
+        """The partials merged into each (sequence, row block): every slot (the tail kernel's count varies)."""
+        return mLp.shape[0]
+
     @cute.jit
     def _merge_splits(self, thr_pv, acc_O, tScS_mn, m_run, total, m_block, bi, split, c, ctid, sh,
                       mOp, mLp, mOut, mLse, mSem, scale_log2):
@@ -32,7 +36,7 @@ class MlaSplitSm90SeesawFused(MlaSplitSm90SeesawChunked):
         no key has lse -inf and weighs 0).
         """
         f32 = cutlass.Float32
-        splits = mLp.shape[0]
+        splits = self._merge_count(mLp)
         n_rows = cute.size(m_run)
         cute.arch.fence_acq_rel_gpu()
         cute.arch.barrier(barrier_id=BAR_SUM, number_of_threads=CONSUMERS)
@@ -91,3 +95,6 @@ class MlaSplitSm90SeesawFused(MlaSplitSm90SeesawChunked):
                         if denom[r] != 0.0:
                             lse = top[r] - cute.math.log2(denom[r], fastmath=True) * LN_2
                         mLse[bi, row % self.h, row // self.h] = lse
+            if cutlass.const_expr(self.work_table):
+                if c == 0 and ctid == 0:
+                    mSem[bi * self.m_blocks + m_block] = 0  # the tail's counters reset themselves for the next call

@@ -43,6 +43,8 @@ FUZZ = [  # (b, s, h, seqlens, config overrides); few distinct (s, h): each one 
     (3, 5, 32, [5, 130, 2049], {"num_splits": 3}),  # 160 rows: a partial 64-row block
     (2, 5, 32, [50, 3000], {"num_splits": 1}),  # same shape, single split (v3: direct epilogue)
     (2, 1, 128, [40, 3000], {"num_splits": 2}),  # decode's split count, one split empty (v22: a pair merges it)
+    # 288 tiles in one split: v54_cute runs 132 whole and cuts 156 into pieces, some empty (the short sequences)
+    (9, 16, 128, [16, 700, 1000, 64, 130, 999, 500, 1000, 333], {"num_splits": 1}),
 ]
 TRIALS = ("decode", "spec")
 

@@ -105,6 +105,10 @@ class MlaSplitSm90(HalfPageConsumer, SplitEpilogue, TraceProbe, KvLoads):
     #: register for the whole kernel and moved it back (R2UR) before the consumers' barrier waits and wgmma
     #: descriptors, 10 and 16 times per pair (v36_cute; v35_cute's pair loops have none)
     q_after_kv = False
+    #: each CTA takes its tile and page range from a host-built work table after the split counters in the counter
+    #: argument, the grid is that table's length (the ``splits`` argument) and a split's partial sits in slot
+    #: ``slot`` of its tile (``_cute_seesaw_tail``, v54_cute)
+    work_table = False
     #: the persistent loop gives Q's buffer back after each warpgroup's last S GEMM of a tile (not after the
     #: epilogue) and stores O from registers (no staging in Q's buffer), so the producer loads the next tile's Q
     #: while the last pair's P V GEMMs and the epilogue run (v47_cute)
@@ -159,6 +163,8 @@ class MlaSplitSm90(HalfPageConsumer, SplitEpilogue, TraceProbe, KvLoads):
         if cutlass.const_expr(self.direct):
             mOp = cute.make_tensor(op_ptr, cute.make_ordered_layout((b, self.rows, D_V), order=(2, 1, 0)))
             mLp = cute.make_tensor(lp_ptr, cute.make_ordered_layout((b, self.h, self.s), order=(2, 1, 0)))
+        elif cutlass.const_expr(self.work_table):
+            mOp, mLp = self._table_partials(op_ptr, lp_ptr, b)
         else:
             mOp = cute.make_tensor(
                 op_ptr, cute.make_ordered_layout((splits, b, self.rows_pad, D_V), order=(3, 2, 1, 0))
@@ -232,6 +238,10 @@ class MlaSplitSm90(HalfPageConsumer, SplitEpilogue, TraceProbe, KvLoads):
         grid = (self.m_blocks, b, splits)
         if cutlass.const_expr(self.looping):
             grid = (cutlass.min(self.m_blocks * b, self.max_ctas), 1, 1)
+        if cutlass.const_expr(self.work_table):
+            grid = (splits, 1, 1)  # one CTA per work item
+            if cutlass.const_expr(not self.direct):
+                cluster_kw = {"use_pdl": True}  # the tail grid may start beside the direct grid's last wave
         kern.launch(grid=grid, block=(self.threads, 1, 1), stream=stream, min_blocks_per_mp=1, **cluster_kw)
 
     @cute.kernel
@@ -286,11 +296,16 @@ class MlaSplitSm90(HalfPageConsumer, SplitEpilogue, TraceProbe, KvLoads):
         warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         wg = cute.arch.make_warp_uniform(tidx // 128)
 
+        if cutlass.const_expr(self.work_table):
+            m_block, bi, split, p_first, p_last = self._work_item(m_block, mLens, mSem)
         t = mLens[bi]
         n_pages = (t + PAGE - 1) // PAGE
         chunk = (n_pages + splits - 1) // splits
         p_begin = split * chunk
         p_end = cutlass.min(p_begin + chunk, n_pages)
+        if cutlass.const_expr(self.work_table):
+            p_begin = cutlass.min(p_first, n_pages)  # a table's range is clamped to the sequence's pages
+            p_end = cutlass.min(p_last, n_pages)
         n_iter = cutlass.max(p_end - p_begin, 0)
 
         smem = utils.SmemAllocator()
@@ -411,6 +426,15 @@ class MlaSplitSm90(HalfPageConsumer, SplitEpilogue, TraceProbe, KvLoads):
             # (pairs: the producer's arrival counts for the consumers' first merge barrier)
             cute.arch.cluster_arrive()
             cute.arch.cluster_wait()
+        if cutlass.const_expr(self.work_table and not self.direct):
+            # the tail grid starts early, beside the direct grid's last wave (programmatic dependent launch); its
+            # last CTA, which starts after every other has an SM, waits for the direct grid, so the tail grid ends
+            # after it and the stream's next work sees both (_cute_seesaw_tail).  Not every CTA: a short first
+            # piece that waited would hold its SM from a second piece.
+            x, _, _ = cute.arch.block_idx()
+            n_items, _, _ = cute.arch.grid_dim()
+            if x == n_items - 1:
+                cute.arch.griddepcontrol_wait()
 
 
 class MlaSplitSm90PvFirst(MlaSplitSm90):

@@ -125,8 +125,8 @@ class SplitEpilogue:
         waits until the bulk copy has read the tile, so the CTA never exits under a running store.
         """
         tidx, _, _ = cute.arch.thread_idx()
-        if cutlass.const_expr(not self.looping):
-            _, bi, _ = cute.arch.block_idx()  # (a looping CTA passes its tile's sequence)
+        if cutlass.const_expr(not self.looping and not self.work_table):
+            _, bi, _ = cute.arch.block_idx()  # (a looping or table-driven CTA passes its tile's sequence)
         c = tidx // WG - 1
         o_tma, mOt, sO = self._o_store
         rO = cute.make_fragment_like(acc_O, cutlass.BFloat16)

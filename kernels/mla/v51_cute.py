@@ -24,13 +24,16 @@ pair loops are 1,152 / 1,235 SASS instructions (v35_cute: 1,001 / 1,092) with 2 
 of 16 existing kind/shape pairs (v35, v46, v49_cute's kinds, ownp_evict, sm90, c3early's probe) is unchanged. Its
 probe twin (``sm90_seesaw_pair_rr_trace``) compiles unserialised, with the pair's events but no producer words (a
 stamp beside the reloads made ptxas serialise it; the analysis then prints no producer rows).
-Not yet run on the GPU (run 18 ended with 70 s of device time).
 Prediction (before any GPU run): page A's V_L blocks go out ~1,100 cycles sooner than v35_cute's producer slots
 (after P_A V_AL instead of after the producer's handshake) and its V_R blocks ~1,000 sooner, so S_A should no
 longer wait at the pair start (~350 cycles of v35_cute's 6,069-cycle pair); the extra consumer instructions and
 the nine waits per S give some back. Spec 845-870 us (-3% to 0% against v35_cute), decode within +-2% (its pages
 come from DRAM, where v33_cute's handshake change did not move it). A correctness failure would show a block
 reloaded before its last read (a wrong owner); a hang, a reload never issued.
+Measured (run 19, devlog): correct (self-check, fuzz, harness); spec 900.8 / 904.2 us against v35_cute's 865.2 /
+865.9 in the same call (compare / harness, +4.1%), decode 71.5 / 72.2 (a tie). Prediction missed: the probe's pair
+grew 6,062 -> 6,227 cycles; the reloads go out at most ~150 cycles before v35_cute's producer slots, while the nine
+chunks delay S_A by ~290 cycles and put WG1 behind WG0 (kv-page-chunk-barriers, run 19 pitfall).
 """
 
 from __future__ import annotations

@@ -9,9 +9,12 @@ Compile check (CPU, `_cute_compilecheck.py sm90_seesaw_pair_rrlate:{16:128:direc
 16:64:direct,1:16:direct,1:128}` and `_trace`): 168 registers, no spills, the trial kernels and the probe twin not
 serialised (the partial-output kernel `1:128` is, as v51_cute's); WG1's pair loop is 1,302 SASS instructions
 (v51_cute: 1,235; the third reload site is the pair without page B). The PTX of v35 and v51_cute's kinds is
-unchanged by the flag. Not yet run on the GPU.
+unchanged by the flag.
 Prediction (before any GPU run): if WG1's reload sits on the pair's chain in v51_cute, spec 0.5-2% below
 v51_cute; if page A's V_R reload is what the pair waits for, up to ~1% above. Decode as v51_cute.
+Measured (run 19, devlog): correct; spec 902.8 / 901.2 us against v51_cute's 900.8 / 904.2 (compare / harness, a
+tie), decode 73.9 / 74.0. Prediction (0.5-2% below v51_cute) missed: the probe's pair grew to 6,604 cycles, S_A
+waits longer (1,618 cycles into the pair), so WG1's reload was not what held page A.
 """
 
 from __future__ import annotations

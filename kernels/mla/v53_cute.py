@@ -8,9 +8,12 @@ last. Here S_B reads (4, 5, 6, 7, 8, 0, 1, 2, 3) (``page_b_order``), giving the 
 affected: S_B waits block by block. (``page_b_order`` without ``pair_load_order`` is refused for producer-loaded
 kinds, whose later passes would be held up by it; the reader-reload kinds load only the first pass there.)
 Compile check (CPU, the same six shapes and the probe twin as v52_cute): 168 registers, no spills, the trial kernels
-and the probe twin not serialised (the partial-output kernel `1:128` is, as v51/v52_cute's). Not yet run on the GPU.
+and the probe twin not serialised (the partial-output kernel `1:128` is, as v51/v52_cute's).
 Prediction (before any GPU run): 0 to -1.5% on spec against v52_cute; nothing if page B's blocks land before the next
 S_B anyway (the probe's S_B issue time answers it). Decode as v52_cute.
+Measured (run 19, devlog): correct; spec 927.8 / 930.4 us against v52_cute's 902.8 / 901.2 (compare / harness,
++2.8%), decode 72.0 / 72.2. Prediction (0 to -1.5%) missed: the probe's pair is 6,764 cycles; reading V_R first
+moved S_B earlier (1,904 vs 2,228 cycles) but page A's blocks later (S_A at 1,824).
 """
 
 from __future__ import annotations

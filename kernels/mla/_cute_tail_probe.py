@@ -1,0 +1,59 @@
+"""Where v54_cute's spec time goes: its two grids timed alone and together, against v35_cute (GPU only).
+
+    source /tmp/kforge-gpu/env.sh && python3 kernels/mla/_cute_tail_probe.py [--trial spec] [--rounds 30]
+
+Times (the harness's clock, ``pytest_kforge.timing.median_device_us``, same inputs): v35_cute; v54_cute as it
+runs (direct grid + tail grid); its direct grid over all tiles (the tail plan switched off: v35_cute's kernel with
+the linear tile map); the direct grid's full waves alone; the tail grid alone.  If the two grids overlapped
+perfectly, "both" would be about "full waves alone" + "tail alone" minus the time the tail's first pieces run beside
+the last wave.  Prints one line per measurement and the plan's shape.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--trial", default="spec")
+    ap.add_argument("--rounds", type=int, default=30)
+    args = ap.parse_args()
+    sys.path.insert(0, str(ROOT))
+    from pytest_kforge.registry import load_version
+    from pytest_kforge.timing import median_device_us
+
+    v35 = load_version("mla", "v35_cute", kernels_dir=ROOT / "kernels")
+    v54 = load_version("mla", "v54_cute", kernels_dir=ROOT / "kernels")
+    host = importlib.import_module("kforge_kernels.mla._cute_host")
+    tp = importlib.import_module("kforge_kernels.mla._cute_tail_plan")
+    params = dict(v54.spec.trials[args.trial])
+    inputs = v54.spec.make_inputs(params, seed=7, device="cuda")
+    outs = v54.spec.alloc_outputs(params, device="cuda")
+
+    def t(version) -> float:
+        return median_device_us(lambda: version(**inputs, **outs), rounds=args.rounds)
+
+    print(f"v35_cute            {t(v35):8.1f} us")
+    print(f"v54_cute (both)     {t(v54):8.1f} us")
+    (key, state), = host._TAIL.items()
+    plan = state[0]
+    lens = [p.p_end - p.p_begin for p in plan.pieces]
+    print(f"plan: {plan.full} whole tiles, {len(plan.pieces)} pieces ({min(lens, default=0)}-{max(lens, default=0)} "
+          f"pages), at most {plan.max_parts} per tile")
+    n_tiles = plan.full + len({p.tile for p in plan.pieces})
+    for label, alt in (("all tiles direct", tp.TailPlan(n_tiles, ())), ("full waves alone", tp.TailPlan(plan.full, ())),
+                       ("tail grid alone", tp.TailPlan(0, plan.pieces))):
+        host._TAIL[key] = (alt, *state[1:])
+        print(f"{label:19s} {t(v54):8.1f} us")
+    host._TAIL[key] = state
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
