@@ -185,7 +185,8 @@ def run_split_combine(
     if trace_buf is not None:
         finals = (*finals[:2], ptr(i32, trace_buf, 4))
     if allow_direct and slots == 1 and not paired and tail_balanced(kind):
-        _run_tail(kind, (b, s, h, max_blocks), stages, ins, sizes, ptr(bf, o_dst), ptr(f32, l_dst, 4), dev, stream)
+        _run_tail(kind, (b, s, h, max_blocks), stages, ins, sizes, ptr(bf, o_dst), ptr(f32, l_dst, 4), dev, stream,
+                  float(config.get("tail_edge_pages", 3.0)))
     elif allow_direct and slots == 1:
         f_main, _, _, _ = compiled(kind, s, h, stages, direct=True, paired=paired)
         f_main(*ins, ptr(bf, o_dst), ptr(f32, l_dst, 4), *finals, *sizes, stream)
@@ -207,7 +208,8 @@ def run_split_combine(
         lse.copy_(l_dst)
 
 
-def _tail_state(kind: str, b: int, m_blocks: int, rows_pad: int, pages: int, dev: Any) -> tuple[TailPlan, Any, Any, Any, int]:
+def _tail_state(kind: str, b: int, m_blocks: int, rows_pad: int, pages: int, dev: Any,
+                edge_pages: float = 3.0) -> tuple[TailPlan, Any, Any, Any, int]:
     """(plan, int32 counters + work table, fp32 partials, their lse, first sequence with a tail tile) for one shape.
 
     Kept for the process: the plan depends on the shape only (a shorter sequence's pages are clamped in the
@@ -216,10 +218,10 @@ def _tail_state(kind: str, b: int, m_blocks: int, rows_pad: int, pages: int, dev
     """
     import torch
 
-    key = (kind, b, m_blocks, pages, str(dev))
+    key = (kind, b, m_blocks, pages, str(dev), edge_pages)
     hit = _TAIL.get(key)
     if hit is None:
-        plan = plan_tail(b * m_blocks, pages, H200_SMS)
+        plan = plan_tail(b * m_blocks, pages, H200_SMS, edge_pages)
         sem = torch.tensor([0] * (b * m_blocks) + plan.table(m_blocks), dtype=torch.int32, device=dev)
         b_first = plan.full // m_blocks
         tail_b = b - b_first
@@ -230,7 +232,7 @@ def _tail_state(kind: str, b: int, m_blocks: int, rows_pad: int, pages: int, dev
 
 
 def _run_tail(kind: str, shape: tuple[int, int, int, int], stages: int, ins: tuple, sizes: tuple, o_ptr: Any,
-              l_ptr: Any, dev: Any, stream: Any) -> None:
+              l_ptr: Any, dev: Any, stream: Any, edge_pages: float = 3.0) -> None:
     """A tail-balanced kind's one-split call: the direct grid over the full waves, then the tail grid
     (``_cute_seesaw_tail``; the plan is ``_cute_tail_plan``'s).  ``shape``: (b, s, h, block-table width)."""
     import cutlass
@@ -240,7 +242,7 @@ def _run_tail(kind: str, shape: tuple[int, int, int, int], stages: int, ins: tup
     i32, f32 = cutlass.Int32, cutlass.Float32
     b, s, h, pages = shape
     f_direct, _, rows_pad, m_blocks = compiled(kind, s, h, stages, direct=True)
-    plan, sem, opart, lpart, b_first = _tail_state(kind, b, m_blocks, rows_pad, pages, dev)
+    plan, sem, opart, lpart, b_first = _tail_state(kind, b, m_blocks, rows_pad, pages, dev, edge_pages)
     sem_ptr = make_ptr(i32, sem.data_ptr(), cute.AddressSpace.gmem, assumed_align=4)
     finals = (o_ptr, l_ptr, sem_ptr)
     if plan.full:

@@ -4,9 +4,11 @@
 
 Times (the harness's clock, ``pytest_kforge.timing.median_device_us``, same inputs): v35_cute; v54_cute as it
 runs (direct grid + tail grid); its direct grid over all tiles (the tail plan switched off: v35_cute's kernel with
-the linear tile map); the direct grid's full waves alone; the tail grid alone.  If the two grids overlapped
-perfectly, "both" would be about "full waves alone" + "tail alone" minus the time the tail's first pieces run beside
-the last wave.  Prints one line per measurement and the plan's shape.
+the linear tile map); the direct grid's full waves alone; the tail grid alone; the tail's tiles whole through the
+partial store and merge (that path's cost against the plain last wave); and the tail planned with other edge costs
+(``--edges``), alone and with the full waves.  If the two grids overlapped perfectly, "both" would be about "full
+waves alone" + "tail alone" minus the time the tail's first pieces run beside the last wave.  Prints one line per
+measurement and the plan's shape.  Outputs are not checked here (the self-check and the suite do that).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--trial", default="spec")
     ap.add_argument("--rounds", type=int, default=30)
+    ap.add_argument("--edges", type=float, nargs="*", default=[6.0, 10.0],
+                    help="other edge costs (pages per piece) to plan and time the tail with")
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT))
     from pytest_kforge.registry import load_version
@@ -47,10 +51,23 @@ def main() -> int:
     print(f"plan: {plan.full} whole tiles, {len(plan.pieces)} pieces ({min(lens, default=0)}-{max(lens, default=0)} "
           f"pages), at most {plan.max_parts} per tile")
     n_tiles = plan.full + len({p.tile for p in plan.pieces})
-    for label, alt in (("all tiles direct", tp.TailPlan(n_tiles, ())), ("full waves alone", tp.TailPlan(plan.full, ())),
-                       ("tail grid alone", tp.TailPlan(0, plan.pieces))):
+    pages = max(p.p_end for p in plan.pieces)
+    whole = tuple(tp.Piece(k, 0, pages, 0, 1) for k in range(plan.full, n_tiles))
+    variants = [("all tiles direct", tp.TailPlan(n_tiles, ())), ("full waves alone", tp.TailPlan(plan.full, ())),
+                ("tail grid alone", tp.TailPlan(0, plan.pieces)),
+                # the tail's tiles whole, one CTA each, through the partial store and merge: that path's cost
+                # against the plain grid's last wave (all tiles direct - full waves alone)
+                ("tail whole, merged", tp.TailPlan(0, whole))]
+    for edge in args.edges:
+        try:
+            alt = tp.plan_tail(n_tiles, pages, host.H200_SMS, edge)
+        except ValueError as exc:
+            print(f"edge {edge:g}: {exc}")
+            continue
+        variants += [(f"tail alone, edge {edge:g}", tp.TailPlan(0, alt.pieces)), (f"both, edge {edge:g}", alt)]
+    for label, alt in variants:
         host._TAIL[key] = (alt, *state[1:])
-        print(f"{label:19s} {t(v54):8.1f} us")
+        print(f"{label:19s} {t(v54):8.1f} us  ({len(alt.pieces)} pieces)")
     host._TAIL[key] = state
     return 0
 

@@ -35,5 +35,6 @@ PARENT = "v35_cute"
 DESCRIPTION = "v35_cute with the spec grid's last wave cut into one balanced bin of pages per SM (two grids, PDL)"
 FEATURES = EVICT_FEATURES + ("split-pair-dsmem-merge", "tma-store-epilogue", "kv-page-chunk-barriers",
                              "persistent-tile-scheduler")
-CONFIG = dict(SEESAW_CONFIG)
+# the tail plan's cost of a piece beyond its pages, in pages (Q load, partial store, merge); run 19 measured 3
+CONFIG = {**SEESAW_CONFIG, "tail_edge_pages": 3.0}
 supports, prepare, run = version_functions("v54_cute", "sm90_seesaw_pair_tail", CONFIG)
