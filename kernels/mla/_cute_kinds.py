@@ -13,8 +13,7 @@ import functools
 from typing import Any
 
 __all__ = ["KINDS", "RING_PROBES", "TRACEABLE", "check_kind", "kernel_class", "combine_class", "computes_output",
-           "takes_finals", "fused", "tail_balanced", "pair_exchange_global",
-           "bf16_partials"]
+           "takes_finals", "fused", "tail_balanced", "pair_exchange_global", "bf16_partials"]
 
 
 #: the probe kinds of ``_cute_ringprobe.PROBES`` (v28_cute's ring with the math cut down, and the solo-softmax
