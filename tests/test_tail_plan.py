@@ -37,7 +37,7 @@ def test_pieces_cover_the_tail_once_with_consistent_slots(n_tiles: int, pages: i
         assert sorted(by_tile) == list(range(plan.full, n_tiles))
     for tile, ps in by_tile.items():
         ps.sort(key=lambda p: p.p_begin)
-        assert [(p.p_begin, p.p_end) for p in ps][0][0] == 0 and ps[-1].p_end == pages
+        assert ps[0].p_begin == 0 and ps[-1].p_end == pages
         assert all(a.p_end == b.p_begin for a, b in zip(ps, ps[1:]))  # contiguous, no overlap
         assert [p.slot for p in ps] == list(range(len(ps)))
         assert {p.parts for p in ps} == {len(ps)} and len(ps) <= tp.MAX_PARTS
@@ -83,3 +83,17 @@ def test_tail_kind_roles_per_grid() -> None:
     assert (tail.work_table, tail.pdl_trigger, tail.fused_combine) == (True, False, True)
     assert (pair.work_table, pair.pdl_trigger, pair.fused_combine) == (False, False, False)
     assert kinds.tail_balanced("sm90_seesaw_pair_tail") and not kinds.tail_balanced("sm90_seesaw_pair_c3early")
+
+
+def test_device_state_carries_its_own_plans_table() -> None:
+    """The kernel reads the work table, not the plan: each plan's state has zeroed counters, then its own items."""
+    torch = pytest.importorskip("torch")
+    tp = _plan_module()
+    host = importlib.import_module("kforge_kernels.mla._cute_host")
+    for edge in (3.0, 10.0):
+        plan = tp.plan_tail(1024, 64, edge_pages=edge)
+        got, sem, opart, lpart, b_first = host.tail_buffers(plan, 32, 32, 2048, "cpu")
+        assert got is plan and b_first == plan.full // 32 == 28
+        assert torch.equal(sem[:1024], torch.zeros(1024, dtype=torch.int32))
+        assert sem[1024:].tolist() == plan.table(32)
+        assert opart.numel() == (32 - 28) * tp.MAX_PARTS * 2048 * 512 and lpart.numel() == (32 - 28) * tp.MAX_PARTS * 2048

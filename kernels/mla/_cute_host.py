@@ -64,6 +64,12 @@ def _arch() -> str:
     return os.environ.get("CUTE_DSL_ARCH", "")
 
 
+def _runs_tail(kind: str, paired: bool) -> bool:
+    """Whether ``kind``'s one-split (unpaired) shapes run as a direct grid plus a tail grid (``_cute_seesaw_tail``):
+    its unpaired non-direct kernel is then the tail grid, which merges its own pieces (no combine kernel)."""
+    return tail_balanced(kind) and not paired
+
+
 def split_plan(kind: str, splits: int) -> tuple[int, int, bool]:
     """(CTAs per row block along the KV, partials they leave, paired) for ``splits`` chosen splits.
 
@@ -114,7 +120,7 @@ def compiled(kind: str, s: int, h: int, stages: int, direct: bool = False,
         i32(1), i32(1), i32(1), i32(1), f32(1.0), stream, options=COMPILE_OPTIONS,
     )
     f_comb = None
-    if not direct and not fused(kind) and not (tail_balanced(kind) and not paired):
+    if not direct and not fused(kind) and not _runs_tail(kind, paired):
         comb = combine_class(kind)(s, h, main.rows_pad)
         f_comb = cute.compile(comb, p(pdt), p(f32), p(bf), p(f32, 4), i32(1), i32(1), stream, options=COMPILE_OPTIONS)
     _CACHE[key] = (f_main, f_comb, main.rows_pad, main.m_blocks)
@@ -132,7 +138,7 @@ def prepare(kind: str, params: Mapping[str, int], config: Mapping[str, Any], all
     _, slots, paired = split_plan(kind, splits)
     direct = allow_direct and slots == 1
     compiled(kind, s, h, stages, direct=direct, paired=paired)
-    if direct and not paired and tail_balanced(kind):
+    if direct and _runs_tail(kind, paired):
         compiled(kind, s, h, stages)  # its tail grid (_cute_seesaw_tail)
 
 
@@ -184,7 +190,7 @@ def run_split_combine(
         finals = (*finals[:2], ptr(f32, ws, 16))
     if trace_buf is not None:
         finals = (*finals[:2], ptr(i32, trace_buf, 4))
-    if allow_direct and slots == 1 and not paired and tail_balanced(kind):
+    if allow_direct and slots == 1 and _runs_tail(kind, paired):
         _run_tail(kind, (b, s, h, max_blocks), stages, ins, sizes, ptr(bf, o_dst), ptr(f32, l_dst, 4), dev, stream,
                   float(config.get("tail_edge_pages", 3.0)))
     elif allow_direct and slots == 1:
@@ -208,31 +214,35 @@ def run_split_combine(
         lse.copy_(l_dst)
 
 
-def _tail_state(kind: str, b: int, m_blocks: int, rows_pad: int, pages: int, dev: Any,
-                edge_pages: float = 3.0) -> tuple[TailPlan, Any, Any, Any, int]:
-    """(plan, int32 counters + work table, fp32 partials, their lse, first sequence with a tail tile) for one shape.
-
-    Kept for the process: the plan depends on the shape only (a shorter sequence's pages are clamped in the
-    kernel), the counters start at zero and the kernel resets each after its tile's merge.  One stream at a
-    time may use a shape's state.
-    """
+def tail_buffers(plan: TailPlan, b: int, m_blocks: int, rows_pad: int, dev: Any) -> tuple[TailPlan, Any, Any, Any, int]:
+    """The device state of ``plan``: (plan, int32 zeroed counters + its work table, fp32 partials, their lse, first
+    sequence with a tail tile).  The kernel reads the table, so a different plan needs its own state."""
     import torch
 
+    sem = torch.tensor([0] * (b * m_blocks) + plan.table(m_blocks), dtype=torch.int32, device=dev)
+    b_first = plan.full // m_blocks
+    tail_b = b - b_first
+    opart = torch.empty(tail_b * MAX_PARTS * rows_pad * D_V, dtype=torch.float32, device=dev)
+    lpart = torch.empty(tail_b * MAX_PARTS * rows_pad, dtype=torch.float32, device=dev)
+    return plan, sem, opart, lpart, b_first
+
+
+def _tail_state(kind: str, b: int, m_blocks: int, rows_pad: int, pages: int, dev: Any,
+                edge_pages: float) -> tuple[TailPlan, Any, Any, Any, int]:
+    """:func:`tail_buffers` of the shape's plan, kept for the process: the plan depends on the shape only (a
+    shorter sequence's pages are clamped in the kernel), and the kernel resets each counter after its tile's
+    merge.  One stream at a time may use a shape's state.
+    """
     key = (kind, b, m_blocks, pages, str(dev), edge_pages)
     hit = _TAIL.get(key)
     if hit is None:
-        plan = plan_tail(b * m_blocks, pages, H200_SMS, edge_pages)
-        sem = torch.tensor([0] * (b * m_blocks) + plan.table(m_blocks), dtype=torch.int32, device=dev)
-        b_first = plan.full // m_blocks
-        tail_b = b - b_first
-        opart = torch.empty(tail_b * MAX_PARTS * rows_pad * D_V, dtype=torch.float32, device=dev)
-        lpart = torch.empty(tail_b * MAX_PARTS * rows_pad, dtype=torch.float32, device=dev)
-        hit = _TAIL[key] = (plan, sem, opart, lpart, b_first)
+        hit = _TAIL[key] = tail_buffers(plan_tail(b * m_blocks, pages, H200_SMS, edge_pages), b, m_blocks, rows_pad,
+                                        dev)
     return hit
 
 
 def _run_tail(kind: str, shape: tuple[int, int, int, int], stages: int, ins: tuple, sizes: tuple, o_ptr: Any,
-              l_ptr: Any, dev: Any, stream: Any, edge_pages: float = 3.0) -> None:
+              l_ptr: Any, dev: Any, stream: Any, edge_pages: float) -> None:
     """A tail-balanced kind's one-split call: the direct grid over the full waves, then the tail grid
     (``_cute_seesaw_tail``; the plan is ``_cute_tail_plan``'s).  ``shape``: (b, s, h, block-table width)."""
     import cutlass

@@ -65,8 +65,10 @@ def main() -> int:
             print(f"edge {edge:g}: {exc}")
             continue
         variants += [(f"tail alone, edge {edge:g}", tp.TailPlan(0, alt.pieces)), (f"both, edge {edge:g}", alt)]
+    b, m_blocks = params["b"], n_tiles // params["b"]
     for label, alt in variants:
-        host._TAIL[key] = (alt, *state[1:])
+        # each variant gets its own counters and work table (the kernel reads the table, not the plan)
+        host._TAIL[key] = host.tail_buffers(alt, b, m_blocks, m_blocks * host.BLOCK_M, inputs["q"].device)
         print(f"{label:19s} {t(v54):8.1f} us  ({len(alt.pieces)} pieces)")
     host._TAIL[key] = state
     return 0
