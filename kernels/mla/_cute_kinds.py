@@ -29,7 +29,10 @@ PERSISTENT_KINDS = ("sm90_seesaw_pair_persist", "sm90_seesaw_pair_persistql", "s
 READER_RELOAD_KINDS = ("sm90_seesaw_pair_rr", "sm90_seesaw_pair_rrlate", "sm90_seesaw_pair_rrvr")
 #: the kinds whose one-split shapes run the full waves whole and the last wave in balanced pieces
 #: (``_cute_seesaw_tail``, planned by ``_cute_tail_plan``)
-TAIL_KINDS = ("sm90_seesaw_pair_tail",)
+TAIL_KINDS = ("sm90_seesaw_pair_tail", "sm90_seesaw_pair_tail_lean")
+#: probe-only tail kinds (``_cute_tail_probe``): the tail grid with its merge, or its merge and partial O store,
+#: cut out (``computes_output`` False); no version names them
+TAIL_PROBES = ("sm90_seesaw_pair_tail_nomerge", "sm90_seesaw_pair_tail_nostore")
 #: kinds with a timeline-probe twin ``<kind>_trace``: the same kernel with ``trace = True`` (``_cute_trace``)
 TRACEABLE = ("sm90_seesaw_ownp_evict", "sm90_seesaw_pair_bf16", "sm90_seesaw_pair_soft1", "sm90_seesaw_pair_early",
              "sm90_seesaw_pair_vrfirst", "sm90_seesaw_pair_tmao", "sm90_seesaw_pair_ilp", "sm90_seesaw_pair_prov",
@@ -48,7 +51,7 @@ KINDS = ("sm80", "sm80_dedup", "sm90", "sm90_pvfirst", "sm90_lazy", "sm90_bf16p"
          "sm90_seesaw_pair_c3early", "sm90_seesaw_pair_c3own",
          "sm90_seesaw_pair_c3split", "sm90_seesaw_pair_c3freea", "sm90_seesaw_pair_c3m0",
          "sm90_seesaw_pair_c3freem0", "sm90_seesaw_pair_c3pv", "sm90_seesaw_pair_c3m0pv",
-         *READER_RELOAD_KINDS, *BFIRST_KINDS, *PERSISTENT_KINDS, *TAIL_KINDS) + RING_PROBES + tuple(
+         *READER_RELOAD_KINDS, *BFIRST_KINDS, *PERSISTENT_KINDS, *TAIL_KINDS, *TAIL_PROBES) + RING_PROBES + tuple(
              f"{k}_trace" for k in TRACEABLE)
 
 
@@ -112,10 +115,13 @@ def kernel_class(kind: str) -> Any:
                         "sm90_seesaw_pair_bfirstm1": bf.MlaSplitSm90SeesawPairBFirstM1,
                         "sm90_seesaw_pair_bfirstpb": bf.MlaSplitSm90SeesawPairBFirstPb,
                         "sm90_seesaw_pair_bfirstpb9": bf.MlaSplitSm90SeesawPairBFirstPb9}[kind]
-            if kind in TAIL_KINDS:
-                from kforge_kernels.mla._cute_seesaw_tail import MlaSplitSm90SeesawPairTail
+            if kind in TAIL_KINDS + TAIL_PROBES:
+                from kforge_kernels.mla import _cute_seesaw_tail as tl
 
-                return MlaSplitSm90SeesawPairTail
+                return {"sm90_seesaw_pair_tail": tl.MlaSplitSm90SeesawPairTail,
+                        "sm90_seesaw_pair_tail_lean": tl.MlaSplitSm90SeesawPairTailLean,
+                        "sm90_seesaw_pair_tail_nomerge": tl.MlaSplitSm90SeesawPairTailNoMerge,
+                        "sm90_seesaw_pair_tail_nostore": tl.MlaSplitSm90SeesawPairTailNoStore}[kind]
             if kind in READER_RELOAD_KINDS:
                 from kforge_kernels.mla import _cute_seesaw_rr as rr
 
@@ -194,7 +200,7 @@ def fused(kind: str) -> bool:
 
 def tail_balanced(kind: str) -> bool:
     """Whether ``kind``'s one-split shapes run as a direct grid plus a balanced tail grid (``_cute_seesaw_tail``)."""
-    return kind in TAIL_KINDS
+    return kind in TAIL_KINDS + TAIL_PROBES
 
 
 def pair_exchange_global(kind: str) -> bool:

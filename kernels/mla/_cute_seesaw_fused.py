@@ -38,14 +38,7 @@ class MlaSplitSm90SeesawFused(MlaSplitSm90SeesawChunked):
         f32 = cutlass.Float32
         splits = self._merge_count(mLp)
         n_rows = cute.size(m_run)
-        cute.arch.fence_acq_rel_gpu()
-        cute.arch.barrier(barrier_id=BAR_SUM, number_of_threads=CONSUMERS)
-        if c == 0 and ctid == 0:
-            old = cute.arch.atomic_add(mSem.iterator + (bi * self.m_blocks + m_block), cutlass.Int32(1),
-                                       sem="acq_rel", scope="gpu")
-            sh[2, 0] = f32(old)
-        cute.arch.barrier(barrier_id=BAR_SUM, number_of_threads=CONSUMERS)
-        if sh[2, 0] == f32(splits - 1):
+        if self._count_in(sh, bi, m_block, c, ctid, mSem, True) == f32(splits - 1):
             cute.arch.fence_acq_rel_gpu()
             acc_O_mn = _mn_view(acc_O)
             top = cute.make_rmem_tensor(n_rows, f32)
@@ -80,21 +73,42 @@ class MlaSplitSm90SeesawFused(MlaSplitSm90SeesawChunked):
                         row = m_block * BLOCK_M + tScS_mn[r, 0][0]
                         w = cute.math.exp2((mLp[z, bi, row] - top[r]) * LOG2_E, fastmath=True) * denom[r]
                         acc_O_mn[r, None] = acc_O_mn[r, None].load() + part_mn[r, None].load() * w
-            rO = cute.make_fragment_like(acc_O, cutlass.BFloat16)
-            rO.store(acc_O.load().to(cutlass.BFloat16))
-            rO_mn = _mn_view(rO)
-            tOgOut_mn = _mn_view(thr_pv.partition_C(cute.local_tile(mOut[bi, None, None], (BLOCK_M, D_V // 2),
-                                                                    (m_block, c))))
-            for r in cutlass.range_constexpr(n_rows):
-                row = m_block * BLOCK_M + tScS_mn[r, 0][0]
-                if row < self.rows:
-                    cute.autovec_copy(rO_mn[r, None], tOgOut_mn[r, None])
-                    if c == 0 and ctid % 4 == 0:
-                        # denom[r] now holds 1 / sum: lse = top - log(1 / sum)
-                        lse = -cutlass.Float32.inf
-                        if denom[r] != 0.0:
-                            lse = top[r] - cute.math.log2(denom[r], fastmath=True) * LN_2
-                        mLse[bi, row % self.h, row // self.h] = lse
+            self._store_merged(thr_pv, acc_O, tScS_mn, top, denom, m_block, bi, c, ctid, mOut, mLse)
             if cutlass.const_expr(self.work_table):
                 if c == 0 and ctid == 0:
                     mSem[bi * self.m_blocks + m_block] = 0  # the tail's counters reset themselves for the next call
+
+    @cute.jit
+    def _store_merged(self, thr_pv, acc_O, tScS_mn, top, inv, m_block, bi, c, ctid, mOut, mLse):
+        """The merged O (bf16, from registers) and lse into the final outputs (padding rows dropped); ``top`` is
+        each row's largest lse, ``inv`` 1 / its sum of weights (0 when no split saw a key)."""
+        rO = cute.make_fragment_like(acc_O, cutlass.BFloat16)
+        rO.store(acc_O.load().to(cutlass.BFloat16))
+        rO_mn = _mn_view(rO)
+        tOgOut_mn = _mn_view(thr_pv.partition_C(cute.local_tile(mOut[bi, None, None], (BLOCK_M, D_V // 2),
+                                                                (m_block, c))))
+        for r in cutlass.range_constexpr(cute.size(rO_mn.shape[0])):
+            row = m_block * BLOCK_M + tScS_mn[r, 0][0]
+            if row < self.rows:
+                cute.autovec_copy(rO_mn[r, None], tOgOut_mn[r, None])
+                if c == 0 and ctid % 4 == 0:
+                    # lse = top + log(sum) = top - log(1 / sum)
+                    lse = -cutlass.Float32.inf
+                    if inv[r] != 0.0:
+                        lse = top[r] - cute.math.log2(inv[r], fastmath=True) * LN_2
+                    mLse[bi, row % self.h, row // self.h] = lse
+
+    @cute.jit
+    def _count_in(self, sh, bi, m_block, c, ctid, mSem, fenced: cutlass.Constexpr):
+        """Count this CTA in on its (sequence, row block) counter; returns how many had counted in before it (thread
+        0's atomic, shared through ``sh[2, 0]``).  ``fenced``: every consumer thread fences its partial stores first
+        (v10_cute); else the CTA barrier before thread 0's acq_rel atomic orders them (v55_cute)."""
+        if cutlass.const_expr(fenced):
+            cute.arch.fence_acq_rel_gpu()
+        cute.arch.barrier(barrier_id=BAR_SUM, number_of_threads=CONSUMERS)
+        if c == 0 and ctid == 0:
+            old = cute.arch.atomic_add(mSem.iterator + (bi * self.m_blocks + m_block), cutlass.Int32(1),
+                                       sem="acq_rel", scope="gpu")
+            sh[2, 0] = cutlass.Float32(old)
+        cute.arch.barrier(barrier_id=BAR_SUM, number_of_threads=CONSUMERS)
+        return sh[2, 0]

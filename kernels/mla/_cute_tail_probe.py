@@ -5,10 +5,11 @@
 Times (the harness's clock, ``pytest_kforge.timing.median_device_us``, same inputs): v35_cute; v54_cute as it
 runs (direct grid + tail grid); its direct grid over all tiles (the tail plan switched off: v35_cute's kernel with
 the linear tile map); the direct grid's full waves alone; the tail grid alone; the tail's tiles whole through the
-partial store and merge (that path's cost against the plain last wave); and the tail planned with other edge costs
-(``--edges``), alone and with the full waves.  If the two grids overlapped perfectly, "both" would be about "full
-waves alone" + "tail alone" minus the time the tail's first pieces run beside the last wave.  Prints one line per
-measurement and the plan's shape.  Outputs are not checked here (the self-check and the suite do that).
+partial store and merge, and as many tiles whole through the direct grid (the difference is the merge path's cost
+per tile); and the tail planned with other edge costs (``--edges``), alone and with the full waves.  If the two
+grids overlapped perfectly, "both" would be about "full waves alone" + "tail alone" minus the time the tail's
+first pieces run beside the last wave.  Prints one line per measurement and the plan's shape.  Outputs are not
+checked here (the self-check and the suite do that).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+#: v54_cute's kind; the probe also runs its lean (v55_cute) and probe-only twins, ``<TAIL>_<variant>``
+TAIL = "sm90_seesaw_pair_tail"
 
 
 def main() -> int:
@@ -34,6 +37,7 @@ def main() -> int:
 
     v35 = load_version("mla", "v35_cute", kernels_dir=ROOT / "kernels")
     v54 = load_version("mla", "v54_cute", kernels_dir=ROOT / "kernels")
+    v55 = load_version("mla", "v55_cute", kernels_dir=ROOT / "kernels")
     host = importlib.import_module("kforge_kernels.mla._cute_host")
     tp = importlib.import_module("kforge_kernels.mla._cute_tail_plan")
     params = dict(v54.spec.trials[args.trial])
@@ -43,9 +47,15 @@ def main() -> int:
     def t(version) -> float:
         return median_device_us(lambda: version(**inputs, **outs), rounds=args.rounds)
 
+    def run_kind(kind: str):
+        """A call of the tail kind ``kind`` with v54_cute's CONFIG (the probe kinds are no version)."""
+        return lambda: host.run_split_combine(**inputs, **outs, config=v54.config, kind=kind, allow_direct=True)
+
     print(f"v35_cute            {t(v35):8.1f} us")
     print(f"v54_cute (both)     {t(v54):8.1f} us")
-    (key, state), = host._TAIL.items()
+    print(f"v55_cute (both)     {t(v55):8.1f} us")
+    key = next(k for k in host._TAIL if k[0] == TAIL)
+    state = host._TAIL[key]
     plan = state[0]
     lens = [p.p_end - p.p_begin for p in plan.pieces]
     print(f"plan: {plan.full} whole tiles, {len(plan.pieces)} pieces ({min(lens, default=0)}-{max(lens, default=0)} "
@@ -57,7 +67,10 @@ def main() -> int:
                 ("tail grid alone", tp.TailPlan(0, plan.pieces)),
                 # the tail's tiles whole, one CTA each, through the partial store and merge: that path's cost
                 # against the plain grid's last wave (all tiles direct - full waves alone)
-                ("tail whole, merged", tp.TailPlan(0, whole))]
+                ("tail whole, merged", tp.TailPlan(0, whole)),
+                # the control for the line above: as many tiles, whole, through the direct grid's TMA-store
+                # epilogue (every tile costs the same, so the first ones stand in for the tail's)
+                ("same tiles direct", tp.TailPlan(n_tiles - plan.full, ()))]
     for edge in args.edges:
         try:
             alt = tp.plan_tail(n_tiles, pages, host.H200_SMS, edge)
@@ -66,11 +79,25 @@ def main() -> int:
             continue
         variants += [(f"tail alone, edge {edge:g}", tp.TailPlan(0, alt.pieces)), (f"both, edge {edge:g}", alt)]
     b, m_blocks = params["b"], n_tiles // params["b"]
-    for label, alt in variants:
+
+    def timed(kind: str, label: str, alt) -> None:
         # each variant gets its own counters and work table (the kernel reads the table, not the plan)
-        host._TAIL[key] = host.tail_buffers(alt, b, m_blocks, m_blocks * host.BLOCK_M, inputs["q"].device)
-        print(f"{label:19s} {t(v54):8.1f} us  ({len(alt.pieces)} pieces)")
-    host._TAIL[key] = state
+        fn = run_kind(kind)
+        fn()  # compiles, and makes the kind's state
+        k = next(k for k in host._TAIL if k[0] == kind)
+        saved = host._TAIL[k]
+        host._TAIL[k] = host.tail_buffers(alt, b, m_blocks, m_blocks * host.BLOCK_M, inputs["q"].device)
+        print(f"{label:19s} {median_device_us(fn, rounds=args.rounds):8.1f} us  ({len(alt.pieces)} pieces)")
+        host._TAIL[k] = saved
+
+    for label, alt in variants:
+        timed(TAIL, label, alt)
+    # the tail grid with its merge (nomerge), then also its partial O store (nostore), cut out; and v55_cute's
+    # lean merge: where a piece's ~13 us beyond a whole tile's go
+    for kind in (f"{TAIL}_nomerge", f"{TAIL}_nostore", f"{TAIL}_lean"):
+        short = kind.removeprefix(f"{TAIL}_")
+        timed(kind, f"{short}: tail alone", tp.TailPlan(0, plan.pieces))
+        timed(kind, f"{short}: whole", tp.TailPlan(0, whole))
     return 0
 
 

@@ -24,6 +24,10 @@ tail at 59% tensor pipe). The plain grid's last 100-CTA wave costs only 101 us (
 balance could save ~1.5-2%; the tail grid spends ~129 us on ~82 us of work (piece edges, merges and dispatch
 order not yet separated). The first build also ran decode's paired shape through the tail path (116 us); fixed
 before the measured call.
+Run 20 (devlog) split the tail's ~129 us with `_cute_tail_probe.py`: the 100 tail tiles whole take 113.8 us through
+the direct grid, 112.8 / 116.6 / 127.1 us through the tail grid with no partial O store and no merge / the fp32
+partial store / both (one piece per tile); balanced, 107.2 / 114.0 / 129.2 us. The balancing holds, but even a free
+merge would save only ~6 us of spec (~0.7%): the line is stopped (v55_cute tried a leaner merge, same cost).
 """
 
 from __future__ import annotations
