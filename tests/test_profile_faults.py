@@ -72,11 +72,33 @@ def test_ncu_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_ok_run_writes_rep_and_csv(fake_path: Path, tmp_path: Path) -> None:
     got = collect("mla", "v1", "decode", out_dir=tmp_path / "out", metrics=["gpu__time_duration.sum"])
-    assert got.ok and got.rep_path.name == "decode.ncu-rep" and got.csv_path.name == "decode.csv"
+    assert got.ok and got.rep_path.name == "decode.ncu-rep" and got.csv_path.name == "decode.csv.gz"
     argv = [json.loads(ln) for ln in (tmp_path / "argv.log").read_text().splitlines()]
     profile = next(a for a in argv if "--export" in a)
     assert profile[profile.index("--clock-control") + 1] == "none"
     assert any(a[:2] == ["--import", str(got.rep_path)] for a in argv)
+    # the raw CSV is kept gzipped, byte-identical for the same text, and reads back as the export's text
+    from pytest_kforge.profile.parse import load_records, read_csv_text
+
+    raw = got.csv_path.read_bytes()
+    assert raw[:2] == b"\x1f\x8b" and read_csv_text(got.csv_path).strip()
+    assert load_records(csv_path=got.csv_path) == load_records(csv_path=got.csv_path)
+
+
+def test_cli_from_recorded_gzipped_csv(tmp_path: Path) -> None:
+    """A report folder keeps ``<trial>.csv.gz`` (how collect writes it): --from-csv reads it and names it."""
+    from pytest_kforge.profile.__main__ import main
+    from pytest_kforge.profile.parse import write_csv_gz
+
+    rec = tmp_path / "rec" / "v1"
+    rec.mkdir(parents=True)
+    write_csv_gz(rec / "decode.csv.gz", (DATA / "synthetic-mla-v1-decode.csv").read_text())
+    root = tmp_path / "proj"
+    (root / "docs" / "kernels").mkdir(parents=True)
+    (root / "kernels").symlink_to(KERNELS)
+    assert main(["--root", str(root), "--version", "v1", "--trial", "decode", "--from-csv", str(rec.parent)]) == 0
+    data = json.loads((root / "reports" / "mla" / "v1" / "decode.json").read_text())
+    assert data["source"]["csv"] == "decode.csv.gz" and data["metrics"]["duration_us"] > 0
 
 
 def test_profile_version_end_to_end_and_faults_do_not_stop_others(fake_path: Path, tmp_path: Path) -> None:

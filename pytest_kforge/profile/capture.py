@@ -28,6 +28,7 @@ from pathlib import Path
 from .collect import collect, find_ncu, run_command
 from .command import driver_command, query_metrics_command
 from .metrics import METRICS, check_metrics, ncu_metric_names, parse_query_metrics
+from .parse import read_csv_text
 
 _MAX_TAR = 15 * 1024 * 1024
 
@@ -178,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     csv_dir = out / "csv"
     for r in [r for r in runs if r["csv"]][:4]:
         csv_dir.mkdir(exist_ok=True)
-        shutil.copy(r["csv"], csv_dir / f"{r['version']}-{r['trial']}.csv")
+        (csv_dir / f"{r['version']}-{r['trial']}.csv").write_text(read_csv_text(r["csv"]), encoding="utf-8")
     files = sorted(p for p in work.rglob("*") if p.is_file())
     with tarfile.open(out / "ncu.tar.gz", "w:gz") as tar:
         size = 0

@@ -26,6 +26,7 @@ from ..registry import LANGUAGES
 from .command import (DEFAULT_LAUNCH_COUNT, NVTX_INCLUDE, driver_command, export_csv_command, profile_command,
                       query_metrics_command)
 from .metrics import ncu_metric_names, parse_query_metrics
+from .parse import write_csv_gz
 
 __all__ = ["Collected", "RunResult", "run_command", "find_ncu", "available_metrics", "collect", "classify_fault",
            "driver_lines", "toolchain_import_error"]
@@ -185,7 +186,7 @@ def collect(kernel: str, version: str, trial: str, *, out_dir: str | Path, ncu: 
             available: set[str] | None = None, warmup: int = 3, cwd: str | Path | None = None,
             env: dict[str, str] | None = None, nvtx_include: str | None = NVTX_INCLUDE,
             name: str | None = None, params: dict[str, int] | None = None) -> Collected:
-    """Profile ``kernel version`` on ``trial``: writes ``<out_dir>/<trial>.ncu-rep`` and ``<trial>.csv``."""
+    """Profile ``kernel version`` on ``trial``: writes ``<out_dir>/<trial>.ncu-rep`` and ``<trial>.csv.gz``."""
     what = f"{kernel} {version} on {trial}"
     got = Collected(kernel, version, trial)
     exe = find_ncu(ncu)
@@ -220,8 +221,8 @@ def collect(kernel: str, version: str, trial: str, *, out_dir: str | Path, ncu: 
     csv_res = run_command(export_csv_command(rep, ncu=exe), timeout_s=120.0, cwd=cwd, env=env)
     got.wall_s += csv_res.wall_s
     if csv_res.returncode == 0 and csv_res.stdout.strip():
-        got.csv_path = out / f"{stem}.csv"
-        got.csv_path.write_text(csv_res.stdout, encoding="utf-8")
+        # gzipped: a report's raw counters are ~10x smaller, which keeps a repository of reports small
+        got.csv_path = write_csv_gz(out / f"{stem}.csv.gz", csv_res.stdout)
     else:
         got.fault = (f"ncu could not export {rep} as CSV (exit {csv_res.returncode}: "
                      f"{(csv_res.stderr.strip().splitlines() or [''])[0]}); open it with ncu-ui to check it")

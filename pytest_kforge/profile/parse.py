@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import gzip
 import io
 import os
 import shutil
@@ -137,10 +138,25 @@ def read_ncu_report(path: str | Path) -> list[KernelRecord] | None:
     return records
 
 
+def read_csv_text(path: str | Path) -> str:
+    """A raw ncu CSV's text, from ``<name>.csv`` or gzipped ``<name>.csv.gz`` (how reports keep them)."""
+    p = Path(path)
+    if p.name.endswith(".gz"):
+        return gzip.decompress(p.read_bytes()).decode("utf-8")
+    return p.read_text(encoding="utf-8")
+
+
+def write_csv_gz(path: str | Path, text: str) -> Path:
+    """Write a raw ncu CSV gzipped (no timestamp in the header, so the same text gives the same bytes)."""
+    p = Path(path)
+    p.write_bytes(gzip.compress(text.encode("utf-8"), compresslevel=9, mtime=0))
+    return p
+
+
 def load_records(*, csv_path: str | Path | None = None, rep_path: str | Path | None = None) -> list[KernelRecord]:
-    """Records from the raw CSV when given, else from the ``.ncu-rep`` through ``ncu_report``."""
+    """Records from the raw CSV (plain or ``.csv.gz``) when given, else from the ``.ncu-rep`` through ``ncu_report``."""
     if csv_path is not None and Path(csv_path).exists():
-        return parse_raw_csv(Path(csv_path).read_text(encoding="utf-8"))
+        return parse_raw_csv(read_csv_text(csv_path))
     if rep_path is not None:
         got = read_ncu_report(rep_path)
         if got is not None:

@@ -41,8 +41,9 @@ class TrialOutcome:
 
 def _find_csv(folder: Path, version: str, trial: str) -> Path | None:
     for name in (f"{trial}.csv", f"{version}-{trial}.csv", f"{version}/{trial}.csv"):
-        if (folder / name).exists():
-            return folder / name
+        for cand in (folder / name, folder / f"{name}.gz"):
+            if cand.exists():
+                return cand
     return None
 
 
@@ -99,10 +100,10 @@ def profile_version(kernel: str, version: str, trials: Sequence[str] | None = No
             csv_path = _find_csv(Path(from_csv), version, trial)
             if csv_path is None:
                 out.fault = (f"no recorded CSV for {version} {trial} in {from_csv} (looked for {trial}.csv, "
-                             f"{version}-{trial}.csv); pass the folder the capture wrote")
+                             f"{version}-{trial}.csv, each also .gz); pass the folder the capture wrote")
                 continue
             extra["source"] = {"csv": csv_path.name, "recorded": True}
-            rec_rep = csv_path.with_suffix(".ncu-rep")
+            rec_rep = csv_path.parent / (csv_path.name.removesuffix(".gz").removesuffix(".csv") + ".ncu-rep")
             if rec_rep.exists():  # keep the recorded report beside the generated one
                 import shutil
 
@@ -117,7 +118,7 @@ def profile_version(kernel: str, version: str, trials: Sequence[str] | None = No
                                                    f"only {csv_path.name}; the metrics come from that raw CSV")
                 (out_dir / f"{trial}.ncu-rep").unlink(missing_ok=True)  # never a stale one from an older run
         else:
-            for ext in (".md", ".json", ".csv"):  # a fault must not leave an older profile looking current
+            for ext in (".md", ".json", ".csv", ".csv.gz"):  # a fault must not leave an older profile looking current
                 (out_dir / f"{trial}{ext}").unlink(missing_ok=True)
             got = collect(kernel, version, trial, out_dir=out_dir, ncu=ncu, timeout_s=timeout_s, kernels_dir=kdir,
                           available=available, cwd=root, params=p if p != dict(tc.params) else None)
@@ -128,8 +129,8 @@ def profile_version(kernel: str, version: str, trials: Sequence[str] | None = No
             csv_path = got.csv_path
             out.rep_path = got.rep_path
             loaded = got.loaded  # the modules the run imported: where features are detected
-            extra["source"] = {"ncu_rep": f"{trial}.ncu-rep", "csv": f"{trial}.csv", "ncu_wall_s": round(got.wall_s, 2),
-                               "command": got.command}
+            extra["source"] = {"ncu_rep": f"{trial}.ncu-rep", "csv": csv_path.name if csv_path else None,
+                               "ncu_wall_s": round(got.wall_s, 2), "command": got.command}
         try:
             records = load_records(csv_path=csv_path, rep_path=out.rep_path)
         except NcuParseError as exc:
