@@ -29,10 +29,10 @@ PERSISTENT_KINDS = ("sm90_seesaw_pair_persist", "sm90_seesaw_pair_persistql", "s
 READER_RELOAD_KINDS = ("sm90_seesaw_pair_rr", "sm90_seesaw_pair_rrlate", "sm90_seesaw_pair_rrvr")
 #: the kinds whose one-split shapes run the full waves whole and the last wave in balanced pieces
 #: (``_cute_seesaw_tail``, planned by ``_cute_tail_plan``)
-TAIL_KINDS = ("sm90_seesaw_pair_tail", "sm90_seesaw_pair_tail_lean")
+TAIL_KINDS = ("sm90_seesaw_pair_tail", "sm90_seesaw_pair_tail_lean", "sm90_seesaw_pair_tail_tmaout")
 #: probe-only tail kinds (``_cute_tail_probe``): the tail grid with its merge, or its merge and partial O store,
-#: cut out (``computes_output`` False); no version names them
-TAIL_PROBES = ("sm90_seesaw_pair_tail_nomerge", "sm90_seesaw_pair_tail_nostore")
+#: or (v55_cute's merge) its bf16 O stores cut out (``computes_output`` False); no version names them
+TAIL_PROBES = ("sm90_seesaw_pair_tail_nomerge", "sm90_seesaw_pair_tail_nostore", "sm90_seesaw_pair_tail_noout")
 #: kinds with a timeline-probe twin ``<kind>_trace``: the same kernel with ``trace = True`` (``_cute_trace``)
 TRACEABLE = ("sm90_seesaw_ownp_evict", "sm90_seesaw_pair_bf16", "sm90_seesaw_pair_soft1", "sm90_seesaw_pair_early",
              "sm90_seesaw_pair_vrfirst", "sm90_seesaw_pair_tmao", "sm90_seesaw_pair_ilp", "sm90_seesaw_pair_prov",
@@ -40,7 +40,8 @@ TRACEABLE = ("sm90_seesaw_ownp_evict", "sm90_seesaw_pair_bf16", "sm90_seesaw_pai
              "sm90_seesaw_pair_c3early", "sm90_seesaw_pair_c3own", "sm90_seesaw_pair_c3split", "sm90_seesaw_pair_c3freea",
              "sm90_seesaw_pair_c3m0", "sm90_seesaw_pair_c3freem0", "sm90_seesaw_pair_c3pv", "sm90_seesaw_pair_c3m0pv",
              *READER_RELOAD_KINDS, *BFIRST_KINDS, *PERSISTENT_KINDS) + RING_PROBES
-#: the kernel kinds a version can name
+#: the kernel kinds ``check_kind`` accepts: the ones a version names, and the probe kinds (ring, tail and ``_trace``)
+#: that only the probes run (``computes_output`` says which compute nothing right)
 KINDS = ("sm80", "sm80_dedup", "sm90", "sm90_pvfirst", "sm90_lazy", "sm90_bf16p", "sm90_seesaw",
          "sm90_seesaw_chunked", "sm90_seesaw_fused", "sm90_seesaw_early", "sm90_seesaw_wcomb", "sm90_seesaw_pf",
          "sm90_seesaw_pf_pdl", "sm90_stagger", "sm90_stagger_evict", "sm90_stagger_ordered", "sm90_seesaw_ownp",
@@ -120,8 +121,10 @@ def kernel_class(kind: str) -> Any:
 
                 return {"sm90_seesaw_pair_tail": tl.MlaSplitSm90SeesawPairTail,
                         "sm90_seesaw_pair_tail_lean": tl.MlaSplitSm90SeesawPairTailLean,
+                        "sm90_seesaw_pair_tail_tmaout": tl.MlaSplitSm90SeesawPairTailTmaOut,
                         "sm90_seesaw_pair_tail_nomerge": tl.MlaSplitSm90SeesawPairTailNoMerge,
-                        "sm90_seesaw_pair_tail_nostore": tl.MlaSplitSm90SeesawPairTailNoStore}[kind]
+                        "sm90_seesaw_pair_tail_nostore": tl.MlaSplitSm90SeesawPairTailNoStore,
+                        "sm90_seesaw_pair_tail_noout": tl.MlaSplitSm90SeesawPairTailNoOut}[kind]
             if kind in READER_RELOAD_KINDS:
                 from kforge_kernels.mla import _cute_seesaw_rr as rr
 

@@ -79,9 +79,11 @@ class MlaSplitSm90SeesawFused(MlaSplitSm90SeesawChunked):
                     mSem[bi * self.m_blocks + m_block] = 0  # the tail's counters reset themselves for the next call
 
     @cute.jit
-    def _store_merged(self, thr_pv, acc_O, tScS_mn, top, inv, m_block, bi, c, ctid, mOut, mLse):
+    def _store_merged(self, thr_pv, acc_O, tScS_mn, top, inv, m_block, bi, c, ctid, mOut, mLse,
+                      write_o: cutlass.Constexpr = True):
         """The merged O (bf16, from registers) and lse into the final outputs (padding rows dropped); ``top`` is
-        each row's largest lse, ``inv`` 1 / its sum of weights (0 when no split saw a key)."""
+        each row's largest lse, ``inv`` 1 / its sum of weights (0 when no split saw a key).  ``write_o`` False:
+        the lse only (a probe kind's, ``_cute_seesaw_tail``)."""
         rO = cute.make_fragment_like(acc_O, cutlass.BFloat16)
         rO.store(acc_O.load().to(cutlass.BFloat16))
         rO_mn = _mn_view(rO)
@@ -90,7 +92,8 @@ class MlaSplitSm90SeesawFused(MlaSplitSm90SeesawChunked):
         for r in cutlass.range_constexpr(cute.size(rO_mn.shape[0])):
             row = m_block * BLOCK_M + tScS_mn[r, 0][0]
             if row < self.rows:
-                cute.autovec_copy(rO_mn[r, None], tOgOut_mn[r, None])
+                if cutlass.const_expr(write_o):
+                    cute.autovec_copy(rO_mn[r, None], tOgOut_mn[r, None])
                 if c == 0 and ctid % 4 == 0:
                     # lse = top + log(sum) = top - log(1 / sum)
                     lse = -cutlass.Float32.inf

@@ -21,8 +21,10 @@ The partials are compact: only the tail's sequences have slots, so their tensor 
 the sequence outermost and the host passes its base shifted back by the sequences before the tail
 (never dereferenced).  Decode (paired splits) runs v35_cute's kernel unchanged.
 
-Also here: v55_cute's lean merge (``MlaSplitSm90SeesawPairTailLean``) and two probe-only twins of the tail grid
-for ``_cute_tail_probe`` (``...NoMerge``, ``...NoStore``: the merge, then also the partial O store, cut out).
+Also here: v55_cute's lean merge (``MlaSplitSm90SeesawPairTailLean``), v56_cute's merged O through a TMA store
+(``MlaSplitSm90SeesawPairTailTmaOut``) and three probe-only twins of the tail grid
+for ``_cute_tail_probe`` (``...NoMerge``, ``...NoStore``: the merge, then also the partial O store, cut out;
+``...NoOut``: v55_cute's merge without its bf16 O stores).
 Run 20 measured with them that a piece's partial store costs ~3.8 us and its count-in and merge ~10.5 us.
 """
 
@@ -142,6 +144,21 @@ class MlaSplitSm90SeesawPairTailLean(MlaSplitSm90SeesawPairTail):
                 mSem[bi * self.m_blocks + m_block] = 0  # reset for the next call
 
 
+
+class MlaSplitSm90SeesawPairTailTmaOut(MlaSplitSm90SeesawPairTailLean):
+    """v56_cute: v55_cute whose last piece writes the merged O through shared memory and one TMA store per
+    warpgroup (v28_cute's epilogue, over Q's buffer, which no GEMM reads any more), not from registers."""
+
+    @property
+    def merge_via_tma(self) -> bool:  # type: ignore[override]
+        return self.fused_combine
+
+    @cute.jit
+    def _store_merged(self, thr_pv, acc_O, tScS_mn, top, inv, m_block, bi, c, ctid, mOut, mLse):
+        self._store_o_tma(acc_O, thr_pv.partition_C(self._o_store[2][None, None, c]), m_block, bi)
+        MlaSplitSm90SeesawFused._store_merged(self, thr_pv, acc_O, tScS_mn, top, inv, m_block, bi, c, ctid, mOut,
+                                              mLse, False)
+
 class MlaSplitSm90SeesawPairTailNoMerge(MlaSplitSm90SeesawPairTail):
     """Probe only (``_cute_tail_probe``; its output means nothing): v54_cute's tail grid whose pieces store their
     partials and stop -- no counting in, no merge."""
@@ -164,3 +181,19 @@ class MlaSplitSm90SeesawPairTailNoStore(MlaSplitSm90SeesawPairTailNoMerge):
             SplitEpilogue._store_o(self, acc_O, tOgO, tScS_mn, m_block, bi)
         elif m_block < 0:
             SplitEpilogue._store_o(self, acc_O, tOgO, tScS_mn, m_block, bi)
+
+
+class MlaSplitSm90SeesawPairTailNoOut(MlaSplitSm90SeesawPairTailLean):
+    """Probe only: v55_cute's tail grid whose last piece counts in and merges but writes the lse only, not the bf16
+    O (the O stores stay behind a never-taken branch, as in ``...NoStore``): the merge's output stores apart."""
+
+    computes_output = False
+
+    @cute.jit
+    def _store_merged(self, thr_pv, acc_O, tScS_mn, top, inv, m_block, bi, c, ctid, mOut, mLse):
+        if m_block < 0:
+            MlaSplitSm90SeesawFused._store_merged(self, thr_pv, acc_O, tScS_mn, top, inv, m_block, bi, c, ctid, mOut,
+                                                  mLse)
+        else:
+            MlaSplitSm90SeesawFused._store_merged(self, thr_pv, acc_O, tScS_mn, top, inv, m_block, bi, c, ctid, mOut,
+                                                  mLse, False)

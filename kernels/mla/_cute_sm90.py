@@ -113,6 +113,9 @@ class MlaSplitSm90(HalfPageConsumer, SplitEpilogue, TraceProbe, KvLoads):
     #: epilogue) and stores O from registers (no staging in Q's buffer), so the producer loads the next tile's Q
     #: while the last pair's P V GEMMs and the epilogue run (v47_cute)
     loop_q_early = False
+    #: a merging kernel (``fused_combine``) writes the merged O through shared memory and one TMA store per
+    #: warpgroup, like the direct epilogue (v56_cute), not from registers
+    merge_via_tma = False
 
     @property
     def looping(self) -> bool:
@@ -229,6 +232,8 @@ class MlaSplitSm90(HalfPageConsumer, SplitEpilogue, TraceProbe, KvLoads):
         o_store = ()
         if cutlass.const_expr(self.o_via_tma):
             o_store = self._tma_store_args(op_ptr, b)  # O leaves through Q's buffer and a TMA store (v28_cute)
+        elif cutlass.const_expr(self.merge_via_tma):
+            o_store = self._tma_store_args(out_ptr, b)  # the merged O the same way, into the final output
         kern = self.kernel(
             tma_q, mQt, tma_kv, mKVt, mBT, mLens, mOp, mLp, mOut, mLse, mSem, scale_log2,
             sQ_layout, sKV_layout, sV_layout, sP_layout, red_layout, Smem, *o_store,

@@ -6,7 +6,9 @@ Times (the harness's clock, ``pytest_kforge.timing.median_device_us``, same inpu
 runs (direct grid + tail grid); its direct grid over all tiles (the tail plan switched off: v35_cute's kernel with
 the linear tile map); the direct grid's full waves alone; the tail grid alone; the tail's tiles whole through the
 partial store and merge, and as many tiles whole through the direct grid (the difference is the merge path's cost
-per tile); and the tail planned with other edge costs (``--edges``), alone and with the full waves.  If the two
+per tile); the tail grid alone and the tail tiles whole for the probe-only kinds of ``_cute_seesaw_tail`` (no
+merge, no partial store, no bf16 O stores) and for v55_cute's and v56_cute's merges (run 20 in the devlog); and the
+tail planned with other edge costs (``--edges``), alone and with the full waves.  If the two
 grids overlapped perfectly, "both" would be about "full waves alone" + "tail alone" minus the time the tail's
 first pieces run beside the last wave.  Prints one line per measurement and the plan's shape.  Outputs are not
 checked here (the self-check and the suite do that).
@@ -38,6 +40,7 @@ def main() -> int:
     v35 = load_version("mla", "v35_cute", kernels_dir=ROOT / "kernels")
     v54 = load_version("mla", "v54_cute", kernels_dir=ROOT / "kernels")
     v55 = load_version("mla", "v55_cute", kernels_dir=ROOT / "kernels")
+    v56 = load_version("mla", "v56_cute", kernels_dir=ROOT / "kernels")
     host = importlib.import_module("kforge_kernels.mla._cute_host")
     tp = importlib.import_module("kforge_kernels.mla._cute_tail_plan")
     params = dict(v54.spec.trials[args.trial])
@@ -54,6 +57,7 @@ def main() -> int:
     print(f"v35_cute            {t(v35):8.1f} us")
     print(f"v54_cute (both)     {t(v54):8.1f} us")
     print(f"v55_cute (both)     {t(v55):8.1f} us")
+    print(f"v56_cute (both)     {t(v56):8.1f} us")
     key = next(k for k in host._TAIL if k[0] == TAIL)
     state = host._TAIL[key]
     plan = state[0]
@@ -87,14 +91,17 @@ def main() -> int:
         k = next(k for k in host._TAIL if k[0] == kind)
         saved = host._TAIL[k]
         host._TAIL[k] = host.tail_buffers(alt, b, m_blocks, m_blocks * host.BLOCK_M, inputs["q"].device)
-        print(f"{label:19s} {median_device_us(fn, rounds=args.rounds):8.1f} us  ({len(alt.pieces)} pieces)")
-        host._TAIL[k] = saved
+        try:
+            print(f"{label:19s} {median_device_us(fn, rounds=args.rounds):8.1f} us  ({len(alt.pieces)} pieces)")
+        finally:
+            host._TAIL[k] = saved
 
     for label, alt in variants:
         timed(TAIL, label, alt)
-    # the tail grid with its merge (nomerge), then also its partial O store (nostore), cut out; and v55_cute's
-    # lean merge: where a piece's ~13 us beyond a whole tile's go
-    for kind in (f"{TAIL}_nomerge", f"{TAIL}_nostore", f"{TAIL}_lean"):
+    # the tail grid with its merge (nomerge), then also its partial O store (nostore), cut out; v55_cute's lean
+    # merge, that merge without its bf16 O stores (noout) and with them through a TMA store (tmaout, v56_cute):
+    # where a piece's ~14 us beyond a whole tile's go
+    for kind in (f"{TAIL}_nomerge", f"{TAIL}_nostore", f"{TAIL}_lean", f"{TAIL}_noout", f"{TAIL}_tmaout"):
         short = kind.removeprefix(f"{TAIL}_")
         timed(kind, f"{short}: tail alone", tp.TailPlan(0, plan.pieces))
         timed(kind, f"{short}: whole", tp.TailPlan(0, whole))

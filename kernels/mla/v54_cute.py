@@ -26,8 +26,10 @@ order not yet separated). The first build also ran decode's paired shape through
 before the measured call.
 Run 20 (devlog) split the tail's ~129 us with `_cute_tail_probe.py`: the 100 tail tiles whole take 113.8 us through
 the direct grid, 112.8 / 116.6 / 127.1 us through the tail grid with no partial O store and no merge / the fp32
-partial store / both (one piece per tile); balanced, 107.2 / 114.0 / 129.2 us. The balancing holds, but even a free
-merge would save only ~6 us of spec (~0.7%): the line is stopped (v55_cute tried a leaner merge, same cost).
+partial store / both (one piece per tile); balanced, 107.2 / 114.0 / 129.2 us. The balancing holds, and with a free
+partial store and merge the tail (which counts ~12-15 us less inside the two grids than alone) would save ~1-1.5% of
+spec, short of the target's 2-3%; each piece's partial and merge (~10-14 us) eat it. v55/v56_cute's cheaper merges
+did not change that: the line is stopped.
 """
 
 from __future__ import annotations

@@ -12,8 +12,8 @@ the fences were the bulk of the 13 us. Decode is v35_cute's kernel (unchanged).
 Measured (run 20, devlog): correct on every check. Spec 877.6 / 875.1 us against v35_cute's 870.1 / 869.6 in the same
 call (compare / harness, +0.9% / +0.6%), decode 72.9 / 73.0 (v35_cute's kernel). Prediction missed: the tail
 grid alone 127.6 us against v54_cute's 129.2, the 100 tail tiles whole 126.8 against 127.1 -- neither the fences nor
-the lse round trips were where a merge's ~10.5 us go. The probe's ablations in the same call closed the line: a
-balanced tail with no partial store and no merge would still save only ~6 us (~0.7%).
+the lse round trips were where a merge's ~10.5 us go (run 20's noout probe: ~6 us of it is the bf16 O written from
+registers, which v56_cute sends through a TMA store).
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ class TrialOutcome:
 
 def _find_csv(folder: Path, version: str, trial: str) -> Path | None:
     for name in (f"{trial}.csv", f"{version}-{trial}.csv", f"{version}/{trial}.csv"):
-        for cand in (folder / name, folder / f"{name}.gz"):
+        for cand in (folder / f"{name}.gz", folder / name):  # the gzipped one is what collect writes now
             if cand.exists():
                 return cand
     return None
@@ -56,8 +56,8 @@ def profile_version(kernel: str, version: str, trials: Sequence[str] | None = No
                     bench_us: Mapping[str, float] | None = None) -> list[TrialOutcome]:
     """Profile ``kernel version`` on ``trials`` (default: the spec's default trials).
 
-    ``from_csv`` reads recorded raw CSVs (``<trial>.csv`` or ``<version>-<trial>.csv``) instead
-    of running ncu.  ``baseline`` names the version to compare with (default: the parent).
+    ``from_csv`` reads recorded raw CSVs (``<trial>.csv``, ``<version>-<trial>.csv`` or ``<version>/<trial>.csv``,
+    each plain or gzipped ``.csv.gz``) instead of running ncu.  ``baseline`` names the version to compare with (default: the parent).
     ``params`` overrides a trial's parameters (e.g. b halved by the harness); ``bench_us`` is the
     harness's median per trial, recorded beside ncu's duration for the agreement check.
     """
