@@ -58,9 +58,11 @@ def main() -> int:
     print(f"v54_cute (both)     {t(v54):8.1f} us")
     print(f"v55_cute (both)     {t(v55):8.1f} us")
     print(f"v56_cute (both)     {t(v56):8.1f} us")
-    key = next(k for k in host._TAIL if k[0] == TAIL)
-    state = host._TAIL[key]
-    plan = state[0]
+    def state_key(kind: str):
+        """The key of ``kind``'s tail state (its plan and buffers; made by the kind's first call)."""
+        return next(k for k in host._TAIL if k[0] == kind)
+
+    plan = host._TAIL[state_key(TAIL)][0]
     lens = [p.p_end - p.p_begin for p in plan.pieces]
     print(f"plan: {plan.full} whole tiles, {len(plan.pieces)} pieces ({min(lens, default=0)}-{max(lens, default=0)} "
           f"pages), at most {plan.max_parts} per tile")
@@ -88,7 +90,7 @@ def main() -> int:
         # each variant gets its own counters and work table (the kernel reads the table, not the plan)
         fn = run_kind(kind)
         fn()  # compiles, and makes the kind's state
-        k = next(k for k in host._TAIL if k[0] == kind)
+        k = state_key(kind)
         saved = host._TAIL[k]
         host._TAIL[k] = host.tail_buffers(alt, b, m_blocks, m_blocks * host.BLOCK_M, inputs["q"].device)
         try:

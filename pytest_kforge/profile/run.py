@@ -57,7 +57,8 @@ def profile_version(kernel: str, version: str, trials: Sequence[str] | None = No
     """Profile ``kernel version`` on ``trials`` (default: the spec's default trials).
 
     ``from_csv`` reads recorded raw CSVs (``<trial>.csv``, ``<version>-<trial>.csv`` or ``<version>/<trial>.csv``,
-    each plain or gzipped ``.csv.gz``) instead of running ncu.  ``baseline`` names the version to compare with (default: the parent).
+    each plain or gzipped ``.csv.gz``) instead of running ncu.  ``baseline`` names the version to compare with
+    (default: the parent).
     ``params`` overrides a trial's parameters (e.g. b halved by the harness); ``bench_us`` is the
     harness's median per trial, recorded beside ncu's duration for the agreement check.
     """
