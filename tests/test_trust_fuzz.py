@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck), database=None)
@@ -84,6 +84,7 @@ def test_kforge_config(body, name):
 
 @FUZZ
 @given(text=near(CSV_WORDS))
+@example(text=',"Kernel Name"\x1e0')  # a row shorter than the header (found by this test: IndexError)
 def test_ncu_csv(text):
     parse_raw_csv, err = need("pytest_kforge.profile.parse", "parse_raw_csv", "NcuParseError")
     try:

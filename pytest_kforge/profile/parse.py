@@ -65,16 +65,15 @@ def parse_raw_csv(text: str) -> list[KernelRecord]:
     if name_col is None:
         raise NcuParseError(f"the ncu CSV has no kernel-name column (looked for {', '.join(_NAME_COLUMNS)}); "
                             f"its first columns are {header[:6]}; export it with `--page raw`")
-    body = rows[1:]
+    # a short row (a truncated export) reads as empty cells, here once for the units row and the kernel rows
+    body = [row + [""] * (len(header) - len(row)) for row in rows[1:]]
     units = [""] * len(header)
     if body and not body[0][name_col].strip():
-        units = body[0] + [""] * (len(header) - len(body[0]))
-        body = body[1:]
+        units, body = body[0], body[1:]
     metric_cols = [i for i, h in enumerate(header) if "__" in h]
     col = {h: i for i, h in enumerate(header)}
     records = []
     for n, row in enumerate(body):
-        row = row + [""] * (len(header) - len(row))
         raw = {header[i]: (parse_number(row[i]), units[i]) for i in metric_cols}
         values, sources = resolve(raw)
         idx = parse_number(row[col["ID"]]) if "ID" in col else None
