@@ -260,8 +260,17 @@ def load_report_json(path: str | Path) -> dict[str, Any] | None:
         return None
 
 
+def _pct(m: dict, key: str) -> str:
+    return f"{m[key]:.0f}" if isinstance(m.get(key), (int, float)) else "n/a"
+
+
 def perf_block(reports_dir: str | Path, kernel: str, *, link_base: str = "../../reports") -> str:
-    """The devlog's ``perf`` block: one row per saved profile of ``kernel`` (newest data wins)."""
+    """The devlog's ``perf`` block: one row per saved profile of ``kernel`` (newest data wins).
+
+    Besides time, floor and verdict each row carries the counters a reviewer checks first: tensor pipe, DRAM
+    and achieved occupancy (% of peak, weighted by stage time), registers per thread (of the longest stage) and
+    local-memory bytes (spills; summed over the stages), as :func:`pytest_kforge.profile.rules.aggregate` made them.
+    """
     from pytest_kforge.registry import version_sort_key
 
     root = Path(reports_dir) / kernel
@@ -274,10 +283,15 @@ def perf_block(reports_dir: str | Path, kernel: str, *, link_base: str = "../../
         opps = d["contract"].get("opportunities") or []
         top = f"{opps[0]['name']} (est. {opps[0]['est_gain_pct']:g}%)" if opps else "none matched"
         pf = f"{m['pct_floor']:.0f}%" if "pct_floor" in m else "n/a"
+        regs = f"{m['registers_per_thread']:.0f}" if isinstance(m.get("registers_per_thread"), (int, float)) else "n/a"
+        spill = f"{m['local_spill_bytes']:.0f}" if isinstance(m.get("local_spill_bytes"), (int, float)) else "n/a"
         rows.append(f"| {d['version']} | {d['trial']} | {m.get('duration_us', 0):.1f} | {pf} | "
-                    f"{d['contract']['bottleneck']}-bound | {top} | "
+                    f"{_pct(m, 'tensor_pct')} | {_pct(m, 'dram_pct')} | {_pct(m, 'achieved_occupancy_pct')} | "
+                    f"{regs} | {spill} | {d['contract']['bottleneck']}-bound | {top} | "
                     f"[{d['trial']}]({link_base}/{kernel}/{d['version']}/{d['trial']}.md) |")
     head = ["### Profiles (ncu, `--clock-control none`; written by pytest-kforge --kforge-profile)", "",
-            "| Version | Trial | GPU time (us) | % of floor | Bottleneck | Top opportunity | Report |",
-            "|---------|-------|---------------|------------|------------|-----------------|--------|"]
-    return "\n".join(head + (rows or ["| - | - | - | - | - | no profiles yet | - |"])) + "\n"
+            "| Version | Trial | GPU time (us) | % of floor | TC % | DRAM % | Occ % | Regs | Local B | Bottleneck "
+            "| Top opportunity | Report |",
+            "|---------|-------|---------------|------------|------|--------|-------|------|---------|------------"
+            "|-----------------|--------|"]
+    return "\n".join(head + (rows or ["| - | - | - | - | - | - | - | - | - | - | no profiles yet | - |"])) + "\n"
