@@ -1,7 +1,7 @@
 """Golden tests on the REAL H200 capture of 2026-12-02 (ncu 2025.3.1, --clock-control none).
 
-Data: tests/data/ncu/h200-mla-{v0,v3}-{decode,spec}.csv (``ncu --import --csv --page raw
---print-units base`` output, untrimmed) and the recorded ``--query-metrics`` listings
+Data: tests/data/ncu/h200-mla-{v0,v3}-{decode,spec}.csv.gz (``ncu --import --csv --page raw
+--print-units base`` output, untrimmed, gzipped as reports keep them) and the recorded ``--query-metrics`` listings
 (h200-query-metrics-*.txt).  The goldens under tests/data/ncu/golden/h200-* are rendered with a
 fixed, empty opportunity source so that edits to docs/knowledge cannot break them; the real
 knowledge base is exercised by ``test_real_knowledge_base_triggers_name_real_values``.
@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from pytest_kforge.profile.metrics import METRICS, _is_counter, check_metrics, parse_query_metrics
-from pytest_kforge.profile.parse import parse_raw_csv
+from pytest_kforge.profile.parse import parse_raw_csv, read_csv_text, write_csv_gz
 from pytest_kforge.profile.report import build_report, knowledge_opportunities
 from pytest_kforge.registry import load_kernel
 
@@ -33,7 +33,13 @@ CASES = [(v, t) for v in ("v0", "v3") for t in ("decode", "spec")]
 
 
 def _records(version: str, trial: str):
-    return parse_raw_csv((DATA / f"h200-mla-{version}-{trial}.csv").read_text())
+    return parse_raw_csv(read_csv_text(DATA / f"h200-mla-{version}-{trial}.csv.gz"))
+
+
+def _golden_json(version: str, trial: str) -> Path:
+    """The golden JSON of a case: gzipped where it is large (v0's 31 torch kernels), plain otherwise."""
+    plain = GOLDEN / f"h200-mla-{version}-{trial}.json"
+    return plain if plain.exists() else plain.with_name(plain.name + ".gz")
 
 
 def _no_kb(metrics, *, kernel_tags=(), language=None):
@@ -120,7 +126,7 @@ def test_v0_real_values() -> None:
 def test_golden_markdown_and_json(version: str, trial: str) -> None:
     rep = _report(version, trial)
     assert rep.markdown == (GOLDEN / f"h200-mla-{version}-{trial}.md").read_text()
-    want = json.loads((GOLDEN / f"h200-mla-{version}-{trial}.json").read_text())
+    want = json.loads(read_csv_text(_golden_json(version, trial)))  # read_csv_text: any text, .gz or not
     assert json.loads(json.dumps(rep.data)) == want
 
 
@@ -157,4 +163,9 @@ if __name__ == "__main__" and "--regen" in sys.argv:
     for v, t in CASES:
         r = _report(v, t)
         (GOLDEN / f"h200-mla-{v}-{t}.md").write_text(r.markdown)
-        (GOLDEN / f"h200-mla-{v}-{t}.json").write_text(json.dumps(r.data, indent=1) + "\n")
+        text = json.dumps(r.data, indent=1) + "\n"
+        dest = _golden_json(v, t)
+        if dest.name.endswith(".gz"):
+            write_csv_gz(dest, text)  # deterministic gzip of any text
+        else:
+            dest.write_text(text)
