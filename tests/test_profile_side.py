@@ -102,3 +102,6 @@ def test_side_main_writes_the_table_from_the_exported_csv(tmp_path, monkeypatch,
     rc = side.main(["--kernel", "mla", "--trial", "spec", "--candidates", "v35_cute", "--out", str(out)])
     assert rc == 0, capsys.readouterr().err
     assert "| duration | 866,560 ns |" in (out / "side.md").read_text()
+    from pytest_kforge.profile.parse import read_csv_text
+
+    assert read_csv_text(out / "v35_cute.csv.gz") == csv_text  # the raw export is kept, gzipped

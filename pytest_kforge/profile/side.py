@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from .command import NVTX_INCLUDE, driver_command, export_csv_command
-from .parse import KernelRecord, NcuParseError, parse_raw_csv
+from .parse import KernelRecord, NcuParseError, parse_raw_csv, write_csv_gz
 
 __all__ = ["CURATED", "side_command", "metric_rows", "render", "main"]
 
@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"side: {cand}: `ncu --import {stem}.ncu-rep` exited {exp.returncode}: "
                       f"{(exp.stderr.strip().splitlines() or ['no message'])[-1]}", file=sys.stderr)
                 return 1
-            (out / f"{stem.name}.csv").write_text(exp.stdout)
+            write_csv_gz(out / f"{stem.name}.csv.gz", exp.stdout)  # ~10x smaller, as reports keep them
             by_candidate[cand] = parse_raw_csv(exp.stdout)
         except subprocess.TimeoutExpired:
             print(f"side: {cand}: ncu ran past --timeout {args.timeout:g} s; raise it (see {log})", file=sys.stderr)
