@@ -202,3 +202,81 @@ def test_provisional_wg1_max_equals_seesaw(n_pages: int) -> None:
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-14)
     assert not np.isnan(got[0]).any() and got[1][4] == 0
+
+
+def _ref(m: np.ndarray) -> np.ndarray:
+    """The reference a row's P is taken against: its max, or 0 while it has seen no key."""
+    return np.where(np.isneginf(m), 0.0, m)
+
+
+def _stale(s_pages: list[np.ndarray], v_pages: list[np.ndarray], dtype=np.float64):
+    """The stale-max seesaw (devlog run 21, "Next"; not built): both warpgroups take pair k's P against m_k, the
+    max of every page before the pair (pair 0: rowmax S_A, which WG1 waits for once), so P may exceed 1; O and
+    the row sums are rescaled once per pair, to the max including the pair.  Returns O (unnormalised), the row
+    sum, the max, and the rows the epilogue would send to the exact kernel (l < 0.5 or anything not finite)."""
+    half, o_l, o_r, sum_a, sum_b = (x.astype(dtype) if isinstance(x, np.ndarray) else x
+                                    for x in _start(s_pages, v_pages))
+    m = None
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        for k, s_a, v_a, has_b, s_b in _pairs(s_pages, v_pages):
+            rm_a, rm_b = s_a.max(axis=1), s_b.max(axis=1)
+            m = rm_a if m is None else m  # pair 0: page A's max, published through barrier S0 as today
+            p_a = np.exp2((s_a - _ref(m)[:, None]).astype(dtype))
+            p_b = np.exp2((s_b - _ref(m)[:, None]).astype(dtype))
+            sum_a, sum_b = sum_a + p_a.sum(axis=1, dtype=dtype), sum_b + p_b.sum(axis=1, dtype=dtype)
+            v_b = v_pages[k + 1] if has_b else np.zeros_like(v_a)
+            o_l = o_l + (p_a @ v_a[:, :half] + p_b @ v_b[:, :half]).astype(dtype)
+            o_r = o_r + (p_a @ v_a[:, half:] + p_b @ v_b[:, half:]).astype(dtype)
+            m_next = np.maximum(m, np.maximum(rm_a, rm_b))
+            f = np.exp2((_ref(m) - _ref(m_next)).astype(dtype))  # the one rescale of the pair
+            o_l, o_r, sum_a, sum_b = o_l * f[:, None], o_r * f[:, None], sum_a * f, sum_b * f
+            m = m_next
+        o, total = np.concatenate([o_l, o_r], axis=1), sum_a + sum_b
+        seen = ~np.isneginf(m)
+        redo = seen & ((total < 0.5) | ~np.isfinite(total) | ~np.isfinite(o).all(axis=1))
+    return o, total, m, redo
+
+
+@pytest.mark.parametrize("n_pages", [1, 2, 3, 6, 7])
+def test_stale_max_equals_seesaw(n_pages: int) -> None:
+    """With no overflow the stale max is exact: same O, sums and max as the seesaw (itself exact softmax), rows
+    with no key in the first page, in a page B, or at all, maxima rising and falling by 30 within pairs, and
+    l >= 1 for every row that saw a key, so nothing is sent to the exact kernel."""
+    rng = np.random.default_rng(80 + n_pages)
+    rows, page, dv = 12, 8, 6
+    s_pages = [rng.normal(size=(rows, page)) * 5 for _ in range(n_pages)]
+    v_pages = [rng.normal(size=(page, dv)) for _ in range(n_pages)]
+    for k, s in enumerate(s_pages):
+        s[4] = NEG
+        s[5] += 30.0 if k % 2 else -30.0  # page B's max ~60 above page A's: P_B up to ~2^60 before the rescale
+        s[6] += -30.0 if k % 2 else 30.0
+    s_pages[0][3] = NEG
+    if n_pages > 1:
+        s_pages[1][7] = NEG
+    o, total, m, redo = _stale(s_pages, v_pages)
+    want = _seesaw(s_pages, v_pages)
+    for g, w in zip((o, total, m), want):
+        np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-14)
+    seen = ~np.isneginf(m)
+    assert not redo.any() and (total[seen] >= 1 - 1e-12).all() and total[4] == 0
+
+
+def test_stale_max_fp32_sends_only_the_overflowing_rows_to_the_exact_kernel() -> None:
+    """In fp32, as the kernel runs: a max that rises by 200 (log2 units) inside one pair overflows P and is
+    flagged; a row whose first finite scores are ~-300 after a masked first page underflows against the
+    reference 0 and is flagged; ordinary rows, even with a rise of 60 inside a pair, are exact and not flagged."""
+    rng = np.random.default_rng(7)
+    rows, page, dv = 6, 8, 4
+    s_pages = [rng.normal(size=(rows, page)) * 4 for _ in range(4)]
+    v_pages = [rng.normal(size=(page, dv)) for _ in range(4)]
+    s_pages[1][1] += 60.0  # row 1: page B of pair 0 rises by ~60: P_B ~2^60, fine in fp32
+    s_pages[3][2] += 200.0  # row 2: page B of pair 1 rises by ~200: 2^200 overflows fp32
+    s_pages[0][3] = NEG  # row 3: page A of pair 0 masked (reference 0), then scores near -300
+    s_pages[1][3] = s_pages[1][3] - 300.0
+    s_pages[2][3] -= 300.0
+    s_pages[3][3] -= 300.0
+    o, total, m, redo = _stale(s_pages, v_pages, dtype=np.float32)
+    assert redo.tolist() == [False, False, True, True, False, False]
+    want_o, want_total, _ = _seesaw(s_pages, v_pages)
+    ok = ~redo
+    np.testing.assert_allclose(o[ok] / total[ok, None], want_o[ok] / want_total[ok, None], rtol=2e-5, atol=1e-6)
