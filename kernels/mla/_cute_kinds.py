@@ -33,13 +33,16 @@ TAIL_KINDS = ("sm90_seesaw_pair_tail", "sm90_seesaw_pair_tail_lean", "sm90_seesa
 #: probe-only tail kinds (``_cute_tail_probe``): the tail grid with its merge, or its merge and partial O store,
 #: or (v55_cute's merge) its bf16 O stores cut out (``computes_output`` False); no version names them
 TAIL_PROBES = ("sm90_seesaw_pair_tail_nomerge", "sm90_seesaw_pair_tail_nostore", "sm90_seesaw_pair_tail_noout")
+#: probe kinds that compute the right answer on ordinary inputs but lack a version's guarantees
+#: (``_cute_seesaw_stale``: no fallback yet for a max rising by >~120 inside a pair); no version names them
+PAIR_PROBES = ("sm90_seesaw_pair_stale",)
 #: kinds with a timeline-probe twin ``<kind>_trace``: the same kernel with ``trace = True`` (``_cute_trace``)
 TRACEABLE = ("sm90_seesaw_ownp_evict", "sm90_seesaw_pair_bf16", "sm90_seesaw_pair_soft1", "sm90_seesaw_pair_early",
              "sm90_seesaw_pair_vrfirst", "sm90_seesaw_pair_tmao", "sm90_seesaw_pair_ilp", "sm90_seesaw_pair_prov",
              "sm90_seesaw_pair_provfirst", "sm90_seesaw_pair_pinter", "sm90_seesaw_pair_c3", "sm90_seesaw_pair_c1",
              "sm90_seesaw_pair_c3early", "sm90_seesaw_pair_c3own", "sm90_seesaw_pair_c3split", "sm90_seesaw_pair_c3freea",
              "sm90_seesaw_pair_c3m0", "sm90_seesaw_pair_c3freem0", "sm90_seesaw_pair_c3pv", "sm90_seesaw_pair_c3m0pv",
-             *READER_RELOAD_KINDS, *BFIRST_KINDS, *PERSISTENT_KINDS) + RING_PROBES
+             *READER_RELOAD_KINDS, *BFIRST_KINDS, *PERSISTENT_KINDS, *PAIR_PROBES) + RING_PROBES
 #: the kernel kinds ``check_kind`` accepts: the ones a version names, and the probe kinds (ring, tail and ``_trace``)
 #: that only the probes run (``computes_output`` says which compute nothing right)
 KINDS = ("sm80", "sm80_dedup", "sm90", "sm90_pvfirst", "sm90_lazy", "sm90_bf16p", "sm90_seesaw",
@@ -52,8 +55,8 @@ KINDS = ("sm80", "sm80_dedup", "sm90", "sm90_pvfirst", "sm90_lazy", "sm90_bf16p"
          "sm90_seesaw_pair_c3early", "sm90_seesaw_pair_c3own",
          "sm90_seesaw_pair_c3split", "sm90_seesaw_pair_c3freea", "sm90_seesaw_pair_c3m0",
          "sm90_seesaw_pair_c3freem0", "sm90_seesaw_pair_c3pv", "sm90_seesaw_pair_c3m0pv",
-         *READER_RELOAD_KINDS, *BFIRST_KINDS, *PERSISTENT_KINDS, *TAIL_KINDS, *TAIL_PROBES) + RING_PROBES + tuple(
-             f"{k}_trace" for k in TRACEABLE)
+         *READER_RELOAD_KINDS, *BFIRST_KINDS, *PERSISTENT_KINDS, *TAIL_KINDS, *TAIL_PROBES,
+         *PAIR_PROBES) + RING_PROBES + tuple(f"{k}_trace" for k in TRACEABLE)
 
 
 def check_kind(kind: str) -> None:
@@ -125,6 +128,10 @@ def kernel_class(kind: str) -> Any:
                         "sm90_seesaw_pair_tail_nomerge": tl.MlaSplitSm90SeesawPairTailNoMerge,
                         "sm90_seesaw_pair_tail_nostore": tl.MlaSplitSm90SeesawPairTailNoStore,
                         "sm90_seesaw_pair_tail_noout": tl.MlaSplitSm90SeesawPairTailNoOut}[kind]
+            if kind in PAIR_PROBES:
+                from kforge_kernels.mla._cute_seesaw_stale import MlaSplitSm90SeesawPairStale
+
+                return MlaSplitSm90SeesawPairStale
             if kind in READER_RELOAD_KINDS:
                 from kforge_kernels.mla import _cute_seesaw_rr as rr
 

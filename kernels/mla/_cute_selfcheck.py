@@ -4,6 +4,10 @@ Run from the repository root on the GPU machine:
 
     source /tmp/kforge-gpu/env.sh && python3 kernels/mla/_cute_selfcheck.py [--versions v1_cute,v2_cute]
 
+A probe kind that no version names is checked and timed the same way as ``kind:<kind>[@<version>]`` (that
+version's CONFIG and spec, default v35_cute), e.g. ``--versions v35_cute,kind:sm90_seesaw_pair_stale``: the same
+cases and the same timer as the version beside it.
+
 For every ``v*_cute.py`` version: the two trial configs and small fuzz shapes (ragged lengths,
 shuffled pages, s 1..16, h 16..128, forced split counts with empty splits, a forced single
 split) are checked against ``SPEC.reference`` with outputs NaN-poisoned first; trials are timed
@@ -92,11 +96,34 @@ def _cases():
     yield from (("fuzz", (b, s, h, lens), lens, cfg) for b, s, h, lens, cfg in FUZZ)
 
 
+def _stem(name: str) -> str:
+    """A file-name-safe form of a ``--versions`` entry (``kind:<kind>@<version>`` has ':' and '@')."""
+    return name.replace(":", "_").replace("@", "_")
+
+
+def load(name: str):
+    """The version ``name``, or for ``kind:<kind>[@<version>]`` that version (default v35_cute) running ``kind``."""
+    import dataclasses
+    import importlib
+    import types
+
+    from pytest_kforge.registry import load_version
+
+    if not name.startswith("kind:"):
+        return load_version("mla", name, kernels_dir=ROOT / "kernels")
+    kind, _, base = name.removeprefix("kind:").partition("@")
+    v = load_version("mla", base or "v35_cute", kernels_dir=ROOT / "kernels")
+    importlib.import_module("kforge_kernels.mla._cute_kinds").check_kind(kind)  # one sentence when unknown
+    host = importlib.import_module("kforge_kernels.mla._cute_host")
+    supports, prepare, run = host.version_functions(name, kind, v.config)
+    return dataclasses.replace(v, name=name, description=f"{v.name}'s CONFIG running kind {kind}",
+                               module=types.SimpleNamespace(run=run, prepare=prepare, supports=supports))
+
+
 def worker(name: str, lock: str, t0: float, result: str) -> dict:
     """Check (and time the trials of) one version; its JSON record is rewritten after every case
     so a worker killed at the deadline still reports what it finished."""
     sys.path.insert(0, str(ROOT))
-    from pytest_kforge.registry import load_version
     from pytest_kforge.spec import Roofline
 
     rec: dict = {"version": name, "cases": [], "error": None, "ptxas": []}
@@ -105,7 +132,7 @@ def worker(name: str, lock: str, t0: float, result: str) -> dict:
     if shutil.which("ptxas"):
         os.environ["KFORGE_CUTE_OPTIONS"] = (os.environ.get("KFORGE_CUTE_OPTIONS", "") + " --keep-ptx").strip()
     try:
-        v = load_version("mla", name, kernels_dir=ROOT / "kernels")
+        v = load(name)
     except Exception:  # noqa: BLE001
         rec["error"] = traceback.format_exc()
         return rec
@@ -193,7 +220,7 @@ def main() -> int:
     t0 = time.time()
     names = args.versions.split(",") if args.versions else sorted(
         p.stem for p in (ROOT / "kernels" / "mla").glob("v*_cute.py"))
-    missing = [n for n in names if not (ROOT / "kernels" / "mla" / f"{n}.py").is_file()]
+    missing = [n for n in names if not n.startswith("kind:") and not (ROOT / "kernels" / "mla" / f"{n}.py").is_file()]
     for n in missing:  # e.g. a version not handed over yet: say so, check the rest
         print(f"{n}: no kernels/mla/{n}.py in this checkout; skipped.")
     names = [n for n in names if n not in missing]
@@ -201,9 +228,10 @@ def main() -> int:
     lock = str(tmp / "gpu.lock")
     procs = {}
     for n in names:
-        log = open(tmp / f"{n}.log", "w")
+        log = open(tmp / f"{_stem(n)}.log", "w")
         procs[n] = (subprocess.Popen(
-            [sys.executable, __file__, "--worker", n, "--lock", lock, "--t0", str(t0), "--result", str(tmp / f"{n}.json")],
+            [sys.executable, __file__, "--worker", n, "--lock", lock, "--t0", str(t0), "--result",
+             str(tmp / f"{_stem(n)}.json")],
             stdout=log, stderr=subprocess.STDOUT, cwd=ROOT), log)
     report = {"versions": {}, "budget_s": BUDGET_S}
     bad = False
@@ -214,14 +242,14 @@ def main() -> int:
             p.kill()
             p.wait()
         log.close()
-        res = tmp / f"{n}.json"
+        res = tmp / f"{_stem(n)}.json"
         rec = json.loads(res.read_text()) if res.exists() else {"version": n, "cases": [], "error": None}
         if p.returncode != 0:
             rec["error"] = rec.get("error") or f"worker exit status {p.returncode} (killed at the 232 s deadline or crashed)"
         for c in rec["cases"]:
             if "ok" not in c and "skipped" not in c and "unsupported" not in c:
                 c["skipped"] = "unfinished when the worker stopped"
-        rec["log_tail"] = (tmp / f"{n}.log").read_text()[-4000:]
+        rec["log_tail"] = (tmp / f"{_stem(n)}.log").read_text()[-4000:]
         report["versions"][n] = rec
     print(f"{'version':8} {'kind':5} {'case':40} result")
     for n, rec in report["versions"].items():
