@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import cutlass
 import cutlass.cute as cute
-import cutlass.pipeline as pipeline
 from cutlass.cute.nvgpu import warpgroup
 
 from kforge_kernels.mla._cute_seesaw_pair import MlaSplitSm90SeesawPairC3Early, MlaSplitSm90SeesawPairTmaO
@@ -80,11 +79,7 @@ class MlaRingProbeStream(MlaSplitSm90SeesawPairTmaO):
     @cute.jit
     def _probe_begin(self, q_pipe, mSem, ctid, c):
         """The probe header's start words, then wait for Q (the producer loads it as in v28_cute)."""
-        self._hdr(mSem, ctid, c)
-        if c == 0:
-            self._hdr(mSem, ctid, 8, True)
-        q_pipe.consumer_wait(pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, 1))
-        self._hdr(mSem, ctid, 2 + c)
+        self._consumer_begin(q_pipe, mSem, ctid, c)
 
     @cute.jit
     def _probe_end(self, mSem, ctid, c):

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import cutlass
 import cutlass.cute as cute
-import cutlass.pipeline as pipeline
 from cutlass.cute.nvgpu import warpgroup
 
 from kforge_kernels.mla._cute_seesaw_ops import BAR_M0, BAR_S0, BAR_S1, BAR_SOLO, BAR_SUM, BAR_VR, BAR_WG, WG, SeesawOps
@@ -170,13 +169,7 @@ class MlaSplitSm90Seesaw(SeesawOps, MlaSplitSm90):
         n_rows, m_run, row_sum, scale = self._row_state(acc_O, 1)  # m_run: the shared max as this WG knows it
         first_masked_pos = t - self.s + 1
 
-        self._hdr(mSem, ctid, c)  # consumer start
-        if c == 0:
-            self._hdr(mSem, ctid, 8, True)  # global timer at WG0's start
-        if cutlass.const_expr(not looping):
-            q_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, 1)
-        q_pipe.consumer_wait(q_state)
-        self._hdr(mSem, ctid, 2 + c)  # Q landed
+        q_state = self._consumer_begin(q_pipe, mSem, ctid, c, q_state if looping else None)
         # page A of a pair sits in stage 0, page B in stage 1; a pair consumes the whole ring of
         # 2 * kv_chunks pipeline stages once, so pair k waits on phase k % 2 everywhere
         n_pairs = (n_iter + 1) // 2
@@ -187,9 +180,7 @@ class MlaSplitSm90Seesaw(SeesawOps, MlaSplitSm90):
                 pa, has_b = self._pair_pages(k, p_begin, p_end)
                 self._mark_pair(0, pa, p_end)
                 self._ev(mSem, ctid, c, k, 0)
-                acc_S = cute.make_rmem_tensor(s_shape, f32)
-                acc_S.fill(0.0)
-                self._qk(kv_pipe, qk_mma, acc_S, tSrQ, tSrK, 0, ph, q_regs)
+                acc_S = self._s_page(kv_pipe, qk_mma, s_shape, tSrQ, tSrK, 0, ph, True, q_regs)
                 self._ev(mSem, ctid, c, k, 1)  # S_A issued (its blocks landed)
                 if cutlass.const_expr(self.early_issue):
                     # S_A went into the queue behind the previous pair's P_B V_BL: release page B

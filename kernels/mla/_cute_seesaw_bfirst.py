@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import cutlass
 import cutlass.cute as cute
-import cutlass.pipeline as pipeline
 from cutlass.cute.nvgpu import warpgroup
 
 from kforge_kernels.mla._cute_seesaw_ops import BAR_M0, BAR_S0, BAR_S1, BAR_VR
@@ -75,7 +74,6 @@ class MlaSplitSm90SeesawPairBFirst(MlaSplitSm90SeesawPairC3Early):
                      mLse, mSem, scale_log2, q_state=None, ph0=None):
         """One tile, pages [p_begin, p_end) in pairs (module docstring), then the epilogue.  Probe events keep
         their labels: WG0 e3 is P_A (at m1) published, WG1 e3 P_A arrived, e4 P_A V_AR issued (after P_B V_BR)."""
-        f32 = cutlass.Float32
         (c, ctid, qk_mma, pv_mma, thr_qk, thr_pv, tSrQ, q_regs, tSrK, tOrV, tOrP, tPsP, tScS_mn, sh,
          frag_layout, pv_rs, tOgO, acc_O) = parts
         if cutlass.const_expr(ph0 is not None):
@@ -92,12 +90,7 @@ class MlaSplitSm90SeesawPairBFirst(MlaSplitSm90SeesawPairC3Early):
         n_rows, m_run, row_sum, scale, scale2 = self._row_state(acc_O, 2)
         first_masked_pos = t - self.s + 1
 
-        self._hdr(mSem, ctid, c)
-        if c == 0:
-            self._hdr(mSem, ctid, 8, True)
-        q_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, 1)
-        q_pipe.consumer_wait(q_state)
-        self._hdr(mSem, ctid, 2 + c)
+        self._consumer_begin(q_pipe, mSem, ctid, c)
         n_pairs = (n_iter + 1) // 2
 
         if c == 0:
@@ -105,9 +98,7 @@ class MlaSplitSm90SeesawPairBFirst(MlaSplitSm90SeesawPairC3Early):
                 ph = self._pass_parity(k)
                 pa, has_b = self._pair_pages(k, p_begin, p_end)
                 self._ev(mSem, ctid, c, k, 0)
-                acc_S = cute.make_rmem_tensor(s_shape, f32)
-                acc_S.fill(0.0)
-                self._qk(kv_pipe, qk_mma, acc_S, tSrQ, tSrK, 0, ph, q_regs)
+                acc_S = self._s_page(kv_pipe, qk_mma, s_shape, tSrQ, tSrK, 0, ph, True, q_regs)
                 self._ev(mSem, ctid, c, k, 1)  # S_A issued
                 warpgroup.wait_group(0)
                 self._ev(mSem, ctid, c, k, 2)  # S_A done
@@ -160,12 +151,8 @@ class MlaSplitSm90SeesawPairBFirst(MlaSplitSm90SeesawPairC3Early):
                 ph = self._pass_parity(k)
                 pa, has_b = self._pair_pages(k, p_begin, p_end)
                 self._ev(mSem, ctid, c, k, 0)
-                acc_S = cute.make_rmem_tensor(s_shape, f32)
-                if has_b:
-                    acc_S.fill(0.0)
-                    self._qk(kv_pipe, qk_mma, acc_S, tSrQ, tSrK, 1, ph, q_regs)
-                else:
-                    acc_S.fill(-cutlass.Float32.inf)  # no page B: m1 = m0, P_B 0
+                # no page B: S all -inf, so m1 = m0 and P_B 0
+                acc_S = self._s_page(kv_pipe, qk_mma, s_shape, tSrQ, tSrK, 1, ph, has_b, q_regs)
                 self._ev(mSem, ctid, c, k, 1)  # S_B issued
                 warpgroup.wait_group(0)
                 self._ev(mSem, ctid, c, k, 2)  # S_B done

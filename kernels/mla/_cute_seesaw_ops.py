@@ -125,6 +125,31 @@ class SeesawOps:
         warpgroup.commit_group()
 
     @cute.jit
+    def _consumer_begin(self, q_pipe, mSem, ctid, c, q_state=None):
+        """A consumer warpgroup's start: the probe header's start words, then the wait for Q; returns the Q
+        pipeline state it waited on (``q_state``, or the first tile's when None)."""
+        self._hdr(mSem, ctid, c)  # consumer start
+        if c == 0:
+            self._hdr(mSem, ctid, 8, True)  # global timer at WG0's start
+        if cutlass.const_expr(q_state is None):
+            q_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, 1)
+        q_pipe.consumer_wait(q_state)
+        self._hdr(mSem, ctid, 2 + c)  # Q landed
+        return q_state
+
+    @cute.jit
+    def _s_page(self, kv_pipe, qk_mma, s_shape, tSrQ, tSrK, stage: cutlass.Constexpr, ph, present=True, q_regs=None):
+        """A fresh S accumulator with S = Q K^T of the page in ``stage`` issued into it, or all -inf when the pair
+        has no such page (``present`` False: page B of an odd last pair; its P is then 0 and its row max -inf)."""
+        acc_S = cute.make_rmem_tensor(s_shape, cutlass.Float32)
+        if present:
+            acc_S.fill(0.0)
+            self._qk(kv_pipe, qk_mma, acc_S, tSrQ, tSrK, stage, ph, q_regs)
+        else:
+            acc_S.fill(-cutlass.Float32.inf)
+        return acc_S
+
+    @cute.jit
     def _pv(self, kv_pipe, mma, acc_O, tA, tOrV, stage: cutlass.Constexpr, ph, half: cutlass.Constexpr):
         """Issue O += P V of the page in ``stage`` for the O columns of WG ``half`` (waits its V blocks).
 

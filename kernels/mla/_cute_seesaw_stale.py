@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import cutlass
 import cutlass.cute as cute
-import cutlass.pipeline as pipeline
 from cutlass.cute.nvgpu import warpgroup
 
 from kforge_kernels.mla._cute_seesaw_ops import BAR_S0, BAR_S1
@@ -49,7 +48,6 @@ class MlaSplitSm90SeesawPairStale(MlaSplitSm90SeesawPairC3Early):
     def _seesaw_tile(self, parts, m_block, bi, split, t, p_begin, p_end, n_iter, q_pipe, kv_pipe, mOp, mLp, mOut,
                      mLse, mSem, scale_log2, q_state=None, ph0=None):
         """One tile: the stale-max pair loop over pages [p_begin, p_end), then the seesaw's epilogue."""
-        f32 = cutlass.Float32
         (c, ctid, qk_mma, pv_mma, thr_qk, thr_pv, tSrQ, q_regs, tSrK, tOrV, tOrP, tPsP, tScS_mn, sh4,
          frag_layout, pv_rs, tOgO, acc_O) = parts
         self._refuse_flags("the stale-max pair", {
@@ -69,12 +67,7 @@ class MlaSplitSm90SeesawPairStale(MlaSplitSm90SeesawPairC3Early):
         factor.fill(1.0)
         first_masked_pos = t - self.s + 1
 
-        self._hdr(mSem, ctid, c)  # consumer start
-        if c == 0:
-            self._hdr(mSem, ctid, 8, True)
-        q_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, 1)
-        q_pipe.consumer_wait(q_state)
-        self._hdr(mSem, ctid, 2 + c)  # Q landed
+        self._consumer_begin(q_pipe, mSem, ctid, c)
         n_pairs = (n_iter + 1) // 2
 
         if c == 0:
@@ -82,9 +75,7 @@ class MlaSplitSm90SeesawPairStale(MlaSplitSm90SeesawPairC3Early):
                 ph = k % 2
                 pa, has_b = self._pair_pages(k, p_begin, p_end)
                 self._ev(mSem, ctid, c, k, 0)
-                acc_S = cute.make_rmem_tensor(s_shape, f32)
-                acc_S.fill(0.0)
-                self._qk(kv_pipe, qk_mma, acc_S, tSrQ, tSrK, 0, ph, q_regs)
+                acc_S = self._s_page(kv_pipe, qk_mma, s_shape, tSrQ, tSrK, 0, ph, True, q_regs)
                 self._ev(mSem, ctid, c, k, 1)  # S_A issued
                 self._rescale(acc_O, factor)  # to m_k, beside S_A (pair k-1's P V are done)
                 warpgroup.wait_group(0)
@@ -116,12 +107,8 @@ class MlaSplitSm90SeesawPairStale(MlaSplitSm90SeesawPairC3Early):
                 ph = k % 2
                 pa, has_b = self._pair_pages(k, p_begin, p_end)
                 self._ev(mSem, ctid, c, k, 0)
-                acc_S = cute.make_rmem_tensor(s_shape, f32)
-                if has_b:
-                    acc_S.fill(0.0)
-                    self._qk(kv_pipe, qk_mma, acc_S, tSrQ, tSrK, 1, ph, q_regs)
-                else:
-                    acc_S.fill(-cutlass.Float32.inf)  # no page B: P 0, rowmax -inf
+                # no page B: S all -inf, so P 0 and rowmax -inf
+                acc_S = self._s_page(kv_pipe, qk_mma, s_shape, tSrQ, tSrK, 1, ph, has_b, q_regs)
                 self._ev(mSem, ctid, c, k, 1)  # S_B issued
                 self._rescale(acc_O, factor)
                 warpgroup.wait_group(0)
