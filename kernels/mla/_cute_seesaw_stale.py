@@ -57,7 +57,7 @@ class MlaSplitSm90SeesawPairStale(MlaSplitSm90SeesawPairC3Early):
             "wg1_softmax_first": self.wg1_softmax_first, "wg1_provisional": self.wg1_provisional,
             "solo_softmax_probe": self.solo_softmax_probe, "q_reg_blocks": self.q_reg_blocks > 0,
             "fused_combine": self.fused_combine, "wg1_release_a_after_vbr": self.wg1_release_a_after_vbr,
-            "no own_p_rs": not self.own_p_rs,
+            "no own_p_rs": not self.own_p_rs, "softmax_ilp": self.softmax_ilp,
         }, "use v35_cute's flags (sm90_seesaw_pair_c3early) under it")
         # the seesaw's 4 slots plus the maxima's 4 (sRed holds 512 floats)
         sh = cute.make_tensor(sh4.iterator, cute.make_layout((8, BLOCK_M), stride=(BLOCK_M, 1)))
@@ -128,8 +128,8 @@ class MlaSplitSm90SeesawPairStale(MlaSplitSm90SeesawPairC3Early):
                 if k > 0:
                     cute.arch.barrier(barrier_id=BAR_S0, number_of_threads=CONSUMERS)
                 self._ev(mSem, ctid, c, k, 3)  # P_A and rowmax S_A arrived
-                # read page A's max before S1 lets WG0 into the next pair (it writes the other parity slot, but
-                # two pairs on it would reach this one)
+                # page A's max, read before the S1 arrival: WG0 writes its next one only after S1, so this read
+                # comes first (page B's slot is the one that needs the parity: WG1 writes it with no barrier between)
                 self._next_max(sh, SLOT_MAX_A + k % 2, tScS_mn, scale_log2, m_run, rm_own, m_next, row_sum, factor)
                 cute.arch.barrier_arrive(barrier_id=BAR_S1, number_of_threads=CONSUMERS)
                 self._ev(mSem, ctid, c, k, 5)  # P_B and rowmax S_B published
