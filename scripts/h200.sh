@@ -248,9 +248,13 @@ candidates)
   # new CuTe versions against BEST in one call (cute + peers staged): self-check (its timeouts guard a hang),
   # optional timeline probes (TRACE=kind,...: the *_trace kinds), then, only when the self-check passed, the
   # comparison with BEST and fa3 and the harness on BEST + VERSIONS (what runs 13-16 ran from ad-hoc scripts)
-  V="${VERSIONS:?VERSIONS=v46_cute[,...]: the candidate versions}"
-  TAIL=40 run selfcheck "${SELFCHECK_S:-200}" python3 kernels/mla/_cute_selfcheck.py --versions "$V"
+  # VERSIONS may name probe kinds as kind:<kind>[@<version>] (the self-check runs them with that version's CONFIG
+  # and times them beside BEST); the compare and the harness take the real versions only
+  V="${VERSIONS:?VERSIONS=v46_cute[,...]: the candidate versions (or kind:<kind> probe kinds)}"
+  SV="$V"; case ",$V," in *,kind:*) SV="$BEST,$V" ;; esac
+  TAIL=40 run selfcheck "${SELFCHECK_S:-200}" python3 kernels/mla/_cute_selfcheck.py --versions "$SV"
   SC=$RC
+  V=$(echo "$V" | tr ',' '\n' | grep -v '^kind:' | paste -sd, -)
   T="${TRACE:-}"
   for k in ${T//,/ }; do
     TAIL=30 run "trace-${k%_trace}" 60 python3 kernels/mla/_cute_trace.py --trial "${TRACE_TRIAL:-spec}" --kind "$k"
@@ -258,6 +262,8 @@ candidates)
   [ -z "$T" ] || grep -H "pair period\|^probe" "$KF"/trace-*.log >"$KF/periods.txt" 2>/dev/null
   if [ "$SC" -ne 0 ]; then
     log "candidates: self-check rc=$SC: not timed (see $KF/selfcheck.log)"
+  elif [ -z "$V" ]; then
+    log "candidates: only probe kinds: their self-check timings (beside $BEST) are the comparison"
   else
     TAIL=20 run compare "${COMPARE_S:-150}" python3 -m benchmarks.compare --kernel mla --versions "$BEST,$V" \
         --peers flashinfer_fa3 --trial decode,spec --rounds 60 --out "$KF/peers.md" --json "$KF/peers.json"

@@ -275,6 +275,28 @@ def test_candidates_step_times_only_what_the_self_check_passed(tmp_path: Path) -
     assert "candidates: self-check rc=1: not timed" in (tmp_path / "kf" / "candidates.log").read_text()
 
 
+def test_candidates_step_checks_probe_kinds_beside_best_and_times_only_versions(tmp_path: Path) -> None:
+    """kind:<kind> entries go to the self-check with BEST beside them; the compare and harness get the versions."""
+    res = _step(tmp_path, FAKE_PYTHON_SELFCHECK, "candidates", "VERSIONS=kind:sm90_seesaw_pair_stale,v46_cute",
+                "BEST=v35_cute", SKIP_SMI="1")
+    assert res.returncode == 0, res.stdout + res.stderr
+    argv = [json.loads(ln) for ln in (tmp_path / "argv.log").read_text().splitlines()]
+    assert ["kernels/mla/_cute_selfcheck.py", "--versions", "v35_cute,kind:sm90_seesaw_pair_stale,v46_cute"] in argv
+    cmp_call = next(a for a in argv if "benchmarks.compare" in a)
+    assert cmp_call[cmp_call.index("--versions") + 1] == "v35_cute,v46_cute"
+    harness = next(a for a in argv if "--kernel-version" in a)
+    assert harness[harness.index("--kernel-version") + 1] == "v35_cute,v46_cute"
+    # only probe kinds: the self-check's timings are the comparison, nothing else is timed
+    (tmp_path / "argv.log").write_text("")
+    res = _step(tmp_path, FAKE_PYTHON_SELFCHECK, "candidates", "VERSIONS=kind:sm90_seesaw_pair_stale",
+                "BEST=v35_cute", SKIP_SMI="1")
+    assert res.returncode == 0, res.stdout + res.stderr
+    argv = [json.loads(ln) for ln in (tmp_path / "argv.log").read_text().splitlines()]
+    assert ["kernels/mla/_cute_selfcheck.py", "--versions", "v35_cute,kind:sm90_seesaw_pair_stale"] in argv
+    assert not any("benchmarks.compare" in a or "--kernel-version" in a for a in argv)
+    assert "only probe kinds" in (tmp_path / "kf" / "candidates.log").read_text()
+
+
 def test_all_step_doctor_checks_only_the_dsls_of_its_versions(tmp_path: Path) -> None:
     _log, argv = _all_step(tmp_path, "VERSIONS=v0,v1_cute,v2_cute", "SKIP_COMPARE=1", "SKIP_NCU=1", "SUITE_S=1")
     doctor = next(a for a in argv if "pytest_kforge.doctor" in a)
