@@ -106,6 +106,21 @@ def test_selfcheck_fuzz_covers_the_contract() -> None:
     assert any(cfg.get("num_splits", 0) > math.ceil(min(lens) / 64) for *_, lens, cfg in sc.FUZZ)
 
 
+def test_selfcheck_runs_a_probe_kind_as_a_version_with_its_config() -> None:
+    """``kind:<kind>[@<version>]``: the version's spec and CONFIG running the kind; an unknown kind is one sentence."""
+    load_version("mla", "v0", kernels_dir=KDIR)
+    sc = importlib.import_module("kforge_kernels.mla._cute_selfcheck")
+    v = sc.load("kind:sm90_seesaw_pair_stale")
+    base = load_version("mla", "v35_cute", kernels_dir=KDIR)
+    assert v.name == "kind:sm90_seesaw_pair_stale" and v.config == base.config and v.spec is base.spec
+    assert v.module.run.__qualname__ == "kind:sm90_seesaw_pair_stale.run"
+    assert sc.load("kind:sm90_seesaw_pair_stale@v33_cute").config == load_version("mla", "v33_cute",
+                                                                                   kernels_dir=KDIR).config
+    with pytest.raises(ValueError, match="unknown CuTe MLA kernel kind 'nope'"):
+        sc.load("kind:nope")
+    assert sc._stem("kind:a@v35_cute") == "kind_a_v35_cute"
+
+
 def _gpu_ready() -> str | None:
     import torch
 
