@@ -330,8 +330,8 @@ class SeesawOps:
 
     @cute.jit
     def _publish_max(self, sh, slot, tScS_mn, m_run):
-        """Write this WG's rows of the running max into smem slot ``slot`` (0 = m0, 1 = m1) for the other WG's
-        ``_adopt_max``; the caller's barrier arrival publishes it."""
+        """Write this WG's rows of a max (``m_run``) into smem slot ``slot`` for the other WG (the seesaw's 0 = m0,
+        1 = m1 for ``_adopt_max``; the stale-max pair's row-max slots); the caller's barrier arrival publishes it."""
         for r in cutlass.range_constexpr(cute.size(m_run)):
             sh[slot, tScS_mn[r, 0][0]] = m_run[r]
 

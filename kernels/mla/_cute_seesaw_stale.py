@@ -42,8 +42,6 @@ SLOT_MAX_A, SLOT_MAX_B = 4, 6
 class MlaSplitSm90SeesawPairStale(MlaSplitSm90SeesawPairC3Early):
     """v35_cute's kernel with the stale-max pair (module docstring); a probe kind, not a version."""
 
-    stale_max = True
-
     @cute.jit
     def _seesaw_tile(self, parts, m_block, bi, split, t, p_begin, p_end, n_iter, q_pipe, kv_pipe, mOp, mLp, mOut,
                      mLse, mSem, scale_log2, q_state=None, ph0=None):
@@ -62,8 +60,8 @@ class MlaSplitSm90SeesawPairStale(MlaSplitSm90SeesawPairC3Early):
         # the seesaw's 4 slots plus the maxima's 4 (sRed holds 512 floats)
         sh = cute.make_tensor(sh4.iterator, cute.make_layout((8, BLOCK_M), stride=(BLOCK_M, 1)))
         s_shape = thr_qk.partition_shape_C((BLOCK_M, PAGE))
-        # m_run: m_k, the max of the pages before the pair; m_next, rm_own, factor: this pair's
-        n_rows, m_run, row_sum, m_next, rm_own, factor = self._row_state(acc_O, 3)
+        # m_run: m_k, the max of the pages before the pair; rm_own, factor: this pair's
+        n_rows, m_run, row_sum, rm_own, factor = self._row_state(acc_O, 2)
         factor.fill(1.0)
         first_masked_pos = t - self.s + 1
 
@@ -83,7 +81,7 @@ class MlaSplitSm90SeesawPairStale(MlaSplitSm90SeesawPairC3Early):
                 self._stale_softmax(acc_S, tScS_mn, pa, first_masked_pos, m_block, scale_log2, m_run, rm_own,
                                     row_sum, k)
                 self._ev(mSem, ctid, c, k, 8)  # softmax arithmetic done
-                self._put_max(sh, SLOT_MAX_A + k % 2, tScS_mn, rm_own)
+                self._publish_max(sh, SLOT_MAX_A + k % 2, tScS_mn, rm_own)
                 rPa = self._bf16(acc_S)
                 self._store_p(rPa, tPsP[None, None, None, 0], c)
                 self._ev(mSem, ctid, c, k, 9)  # P stored and fenced
@@ -96,7 +94,7 @@ class MlaSplitSm90SeesawPairStale(MlaSplitSm90SeesawPairC3Early):
                 self._ev(mSem, ctid, c, k, 6)  # P_A V_AL done
                 cute.arch.barrier(barrier_id=BAR_S1, number_of_threads=CONSUMERS)
                 self._ev(mSem, ctid, c, k, 5)  # P_B and rowmax S_B arrived
-                self._next_max(sh, SLOT_MAX_B + k % 2, tScS_mn, scale_log2, m_run, rm_own, m_next, row_sum, factor)
+                self._next_max(sh, SLOT_MAX_B + k % 2, tScS_mn, scale_log2, m_run, rm_own, row_sum, factor)
                 if has_b:
                     self._pv(kv_pipe, pv_mma, acc_O, tOrP[None, None, None, 1], tOrV, 1, ph, 0)
                     warpgroup.wait_group(0)
@@ -120,7 +118,7 @@ class MlaSplitSm90SeesawPairStale(MlaSplitSm90SeesawPairC3Early):
                 self._stale_softmax(acc_S, tScS_mn, pa + 1, first_masked_pos, m_block, scale_log2, m_run, rm_own,
                                     row_sum, 1)
                 self._ev(mSem, ctid, c, k, 8)  # softmax arithmetic done
-                self._put_max(sh, SLOT_MAX_B + k % 2, tScS_mn, rm_own)
+                self._publish_max(sh, SLOT_MAX_B + k % 2, tScS_mn, rm_own)
                 rPb = self._bf16(acc_S)
                 if has_b:
                     self._store_p(rPb, tPsP[None, None, None, 1], c)
@@ -130,7 +128,7 @@ class MlaSplitSm90SeesawPairStale(MlaSplitSm90SeesawPairC3Early):
                 self._ev(mSem, ctid, c, k, 3)  # P_A and rowmax S_A arrived
                 # page A's max, read before the S1 arrival: WG0 writes its next one only after S1, so this read
                 # comes first (page B's slot is the one that needs the parity: WG1 writes it with no barrier between)
-                self._next_max(sh, SLOT_MAX_A + k % 2, tScS_mn, scale_log2, m_run, rm_own, m_next, row_sum, factor)
+                self._next_max(sh, SLOT_MAX_A + k % 2, tScS_mn, scale_log2, m_run, rm_own, row_sum, factor)
                 cute.arch.barrier_arrive(barrier_id=BAR_S1, number_of_threads=CONSUMERS)
                 self._ev(mSem, ctid, c, k, 5)  # P_B and rowmax S_B published
                 self._pv(kv_pipe, pv_mma, acc_O, tOrP[None, None, None, 0], tOrV, 0, ph, 1)
@@ -172,25 +170,19 @@ class MlaSplitSm90SeesawPairStale(MlaSplitSm90SeesawPairC3Early):
             acc_S_mn[r, None] = probs
 
     @cute.jit
-    def _put_max(self, sh, slot, tScS_mn, vals):
-        """Write this thread's rows of ``vals`` into smem row ``slot`` (the quad holds the same values)."""
-        for r in cutlass.range_constexpr(cute.size(vals)):
-            sh[slot, tScS_mn[r, 0][0]] = vals[r]
-
-    @cute.jit
     def _take_max(self, sh, slot, tScS_mn, m_run):
         """``m_run`` = the other warpgroup's published maxima in smem row ``slot`` (pair 0's m_0)."""
         for r in cutlass.range_constexpr(cute.size(m_run)):
             m_run[r] = sh[slot, tScS_mn[r, 0][0]]
 
     @cute.jit
-    def _next_max(self, sh, slot, tScS_mn, scale_log2, m_run, rm_own, m_next, row_sum, factor):
+    def _next_max(self, sh, slot, tScS_mn, scale_log2, m_run, rm_own, row_sum, factor):
         """m_{k+1} = max(m_k, own rowmax, the other warpgroup's (smem row ``slot``)); ``factor`` = e(m_k - m_{k+1})
         against the references actually used (0 for a row with no key yet); row sums rescaled now, O later."""
         for r in cutlass.range_constexpr(cute.size(m_run)):
-            m_next[r] = cute.arch.fmax(m_run[r], cute.arch.fmax(rm_own[r], sh[slot, tScS_mn[r, 0][0]]))
+            m_next = cute.arch.fmax(m_run[r], cute.arch.fmax(rm_own[r], sh[slot, tScS_mn[r, 0][0]]))
             ref_old = 0.0 if m_run[r] == -cutlass.Float32.inf else m_run[r]
-            ref_new = 0.0 if m_next[r] == -cutlass.Float32.inf else m_next[r]
+            ref_new = 0.0 if m_next == -cutlass.Float32.inf else m_next
             factor[r] = cute.math.exp2(ref_old * scale_log2 - ref_new * scale_log2, fastmath=True)
             row_sum[r] = row_sum[r] * factor[r]
-            m_run[r] = m_next[r]
+            m_run[r] = m_next

@@ -260,7 +260,8 @@ def load_report_json(path: str | Path) -> dict[str, Any] | None:
         return None
 
 
-def _pct(m: dict, key: str) -> str:
+def _whole(m: dict, key: str) -> str:
+    """Metric ``key`` rounded to a whole number for the perf block, or "n/a" when the report lacks it."""
     return f"{m[key]:.0f}" if isinstance(m.get(key), (int, float)) else "n/a"
 
 
@@ -283,11 +284,10 @@ def perf_block(reports_dir: str | Path, kernel: str, *, link_base: str = "../../
         opps = d["contract"].get("opportunities") or []
         top = f"{opps[0]['name']} (est. {opps[0]['est_gain_pct']:g}%)" if opps else "none matched"
         pf = f"{m['pct_floor']:.0f}%" if "pct_floor" in m else "n/a"
-        regs = f"{m['registers_per_thread']:.0f}" if isinstance(m.get("registers_per_thread"), (int, float)) else "n/a"
-        spill = f"{m['local_spill_bytes']:.0f}" if isinstance(m.get("local_spill_bytes"), (int, float)) else "n/a"
-        rows.append(f"| {d['version']} | {d['trial']} | {m.get('duration_us', 0):.1f} | {pf} | "
-                    f"{_pct(m, 'tensor_pct')} | {_pct(m, 'dram_pct')} | {_pct(m, 'achieved_occupancy_pct')} | "
-                    f"{regs} | {spill} | {d['contract']['bottleneck']}-bound | {top} | "
+        counters = " | ".join(_whole(m, k) for k in ("tensor_pct", "dram_pct", "achieved_occupancy_pct",
+                                                      "registers_per_thread", "local_spill_bytes"))
+        rows.append(f"| {d['version']} | {d['trial']} | {m.get('duration_us', 0):.1f} | {pf} | {counters} | "
+                    f"{d['contract']['bottleneck']}-bound | {top} | "
                     f"[{d['trial']}]({link_base}/{kernel}/{d['version']}/{d['trial']}.md) |")
     head = ["### Profiles (ncu, `--clock-control none`; written by pytest-kforge --kforge-profile)", "",
             "| Version | Trial | GPU time (us) | % of floor | TC % | DRAM % | Occ % | Regs | Local B | Bottleneck "
