@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["atomic_write_text", "file_lock", "replace_marked_block", "LockTimeout"]
+__all__ = ["atomic_write_text", "atomic_write_bytes", "file_lock", "replace_marked_block", "LockTimeout"]
 
 
 class LockTimeout(TimeoutError):
@@ -26,6 +26,11 @@ class LockTimeout(TimeoutError):
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file and a rename: a reader sees the old or the new file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -38,8 +43,8 @@ def atomic_write_text(path: str | Path, text: str) -> None:
             os.umask(umask)
             mode = 0o666 & ~umask
         os.fchmod(fd, mode)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)

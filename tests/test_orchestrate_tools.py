@@ -32,6 +32,20 @@ def test_tools_return_strings_and_errors(tmp_path: Path) -> None:
     assert len(t.calls) == 12 and all(isinstance(c["output"], str) for c in t.calls)
 
 
+def test_read_file_opens_gzipped_twins(tmp_path: Path) -> None:
+    import gzip
+
+    root = make_toy_project(tmp_path)
+    twin = root / "reports" / "toy" / "v1" / "decode.json.gz"
+    twin.parent.mkdir(parents=True)
+    twin.write_bytes(gzip.compress(b'{"version": "v1"}\n'))
+    t = box(root)
+    assert json.loads(t.call("read_file", {"path": "reports/toy/v1/decode.json.gz"})) == {"version": "v1"}
+    twin.write_bytes(b"not gzip")
+    assert t.call("read_file", {"path": "reports/toy/v1/decode.json.gz"}).startswith("ERROR: reports/toy/v1/decode")
+    assert t.call("profile_version", {"version": "v1"}).endswith("read reports/<kernel>/<version>/<trial>.md")
+
+
 def test_run_suite_tool_with_a_runner(tmp_path: Path) -> None:
     root = make_toy_project(tmp_path)
     t = box(root, runner=FakeSuiteRunner({"v1": {"decode": 90.0, "spec": 800.0}}), can_profile=True,

@@ -12,6 +12,7 @@ import pytest
 
 from pytest_kforge.profile.collect import RunResult, classify_fault, collect, toolchain_import_error
 from pytest_kforge.profile.parse import NcuParseError, parse_raw_csv
+from pytest_kforge.profile.report import load_report_json
 from pytest_kforge.profile.run import profile_version
 
 DATA = Path(__file__).parent / "data" / "ncu"
@@ -97,7 +98,8 @@ def test_cli_from_recorded_gzipped_csv(tmp_path: Path) -> None:
     (root / "docs" / "kernels").mkdir(parents=True)
     (root / "kernels").symlink_to(KERNELS)
     assert main(["--root", str(root), "--version", "v1", "--trial", "decode", "--from-csv", str(rec.parent)]) == 0
-    data = json.loads((root / "reports" / "mla" / "v1" / "decode.json").read_text())
+    assert not (root / "reports" / "mla" / "v1" / "decode.json").exists()  # the twin is stored gzipped
+    data = load_report_json(root / "reports" / "mla" / "v1" / "decode.json.gz")
     assert data["source"]["csv"] == "decode.csv.gz" and data["metrics"]["duration_us"] > 0
 
 
@@ -112,7 +114,7 @@ def test_profile_version_end_to_end_and_faults_do_not_stop_others(fake_path: Pat
     assert "no trial 'nosuchtrial'" in _one_line(bad.fault) and "FAULT" in bad.line()
     devlog = (root / "docs" / "kernels" / "mla.md").read_text()
     assert "human text" in devlog and "<!-- kforge:perf:start -->" in devlog and "| v1 | decode |" in devlog
-    data = json.loads(ok.json_path.read_text())
+    data = load_report_json(ok.json_path)
     assert data["source"]["ncu_rep"] == "decode.ncu-rep" and data["verdict"]["kind"] == "Memory"
     assert any("no baseline" in n for n in data["notes"])  # v1's parent has no saved profile yet
 
@@ -148,7 +150,7 @@ def test_cli_from_recorded_csv_keeps_the_report_and_bench_time(tmp_path: Path) -
     assert rc == 0
     out = root / "reports" / "mla" / "v1"
     assert (out / "decode.ncu-rep").read_text() == "recorded report"
-    data = json.loads((out / "decode.json").read_text())
+    data = load_report_json(out / "decode.json.gz")
     assert data["bench_median_us"] == 100.0
     assert data["ncu_vs_bench_pct"] == pytest.approx((data["metrics"]["duration_us"] - 100.0), abs=0.01)
 

@@ -19,7 +19,7 @@ from pytest_kforge.profile.command import driver_command
 from pytest_kforge.profile.features import (DETECTORS, code_text, declared_features, detect_features,
                                             version_features)
 from pytest_kforge.profile.parse import parse_raw_csv
-from pytest_kforge.profile.report import build_report
+from pytest_kforge.profile.report import build_report, load_report_json
 from pytest_kforge.profile.run import profile_version
 from pytest_kforge.registry import Registry, load_kernel
 from test_plugin_helpers import HEADER, write_tiny
@@ -258,12 +258,12 @@ def test_profile_version_detects_in_the_modules_the_driver_loaded(fake_path: Pat
                                           "kforge_kernels.tiny.v1_hopper")
     [out] = profile_version("tiny", "v1_hopper", ["small"], root=root, kernels_dir=kernels)
     assert out.fault is None, out.fault
-    data = json.loads(out.json_path.read_text())
+    data = load_report_json(out.json_path)
     assert set(data["features"]) == ALL3
     assert [a["name"] for a in data["already_applied"]] == ["wgmma-over-mma-sync", "tma-mbarrier-pipeline"]
     assert [o["name"] for o in data["contract"]["opportunities"]] == ["split-kv-combine", "exp2-folded-scale",
                                                                       "fold-queries-into-mma-m"]
     monkeypatch.setenv("FAKE_NCU_LOADED", "kforge_kernels.tiny._host,kforge_kernels.tiny._ampere")
     [out] = profile_version("tiny", "v2_ampere", ["small"], root=root, kernels_dir=kernels)
-    data = json.loads(out.json_path.read_text())
+    data = load_report_json(out.json_path)
     assert "features" not in data and data["contract"]["opportunities"][0]["name"] == "wgmma-over-mma-sync"

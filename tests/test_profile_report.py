@@ -10,7 +10,8 @@ import pytest
 
 from pytest_kforge.contracts import Opportunity, ProfileContract
 from pytest_kforge.profile.parse import parse_raw_csv
-from pytest_kforge.profile.report import build_report, perf_block, stage_name, write_report
+from pytest_kforge.profile.report import (build_report, load_report_json, perf_block, report_json_path, stage_name,
+                                          write_report)
 from pytest_kforge.registry import load_kernel
 
 DATA = Path(__file__).parent / "data" / "ncu"
@@ -114,11 +115,29 @@ def test_real_knowledge_base_is_used(tmp_path: Path) -> None:
     assert "dram_pct=" in opp.trigger and opp.entry.endswith("stream-kv-once.md")
 
 
+def test_report_twin_is_gzipped_and_an_older_plain_twin_still_reads(tmp_path: Path) -> None:
+    v0, _v1 = _pair()
+    out = tmp_path / "reports" / "mla" / "v0"
+    out.mkdir(parents=True)
+    (out / "decode.json").write_text(json.dumps(v0.data))  # as versions before the gzipped twin wrote it
+    assert report_json_path(out, "decode") == out / "decode.json"
+    assert load_report_json(out / "decode.json")["version"] == "v0"
+    assert "| v0 | decode |" in perf_block(tmp_path / "reports", "mla")
+    _md, js = write_report(v0, out)
+    assert js == out / "decode.json.gz" and not (out / "decode.json").exists()  # the plain twin is replaced
+    first = js.read_bytes()
+    write_report(v0, out)
+    assert js.read_bytes() == first  # no timestamp in the gzip header: same report, same bytes
+    assert load_report_json(out / "decode.json") == load_report_json(js) == json.loads(json.dumps(v0.data))
+    js.write_bytes(first[: len(first) // 2])  # a truncated twin reads as missing, it does not raise
+    assert load_report_json(js) is None and load_report_json(out / "spec.json") is None
+
+
 def test_write_report_and_perf_block(tmp_path: Path) -> None:
     v0, v1 = _pair()
     write_report(v0, tmp_path / "reports" / "mla" / "v0")
     md, js = write_report(v1, tmp_path / "reports" / "mla" / "v1")
-    assert md.read_text() == v1.markdown and json.loads(js.read_text())["version"] == "v1"
+    assert md.read_text() == v1.markdown and js.name == "decode.json.gz" and load_report_json(js)["version"] == "v1"
     block = perf_block(tmp_path / "reports", "mla")
     rows = [ln for ln in block.splitlines() if ln.startswith("| v")]
     assert [r.split("|")[1].strip() for r in rows] == ["v0", "v1"]

@@ -65,15 +65,15 @@ def contract_from_report(data: dict[str, Any]) -> Any:
 
 
 def find_profile_reports(out_dir: Path, kernel: str, version: str, trials: tuple[str, ...]) -> dict[str, Any]:
-    """``<out>/<kernel>/<version>/<trial>.json`` (or ``<out>/<trial>.json``), keyed by trial."""
+    """``<out>/<kernel>/<version>/<trial>.json[.gz]`` (or ``<out>/<trial>.json[.gz]``), keyed by trial."""
+    from pytest_kforge.profile.report import load_report_json, report_json_path
+
     found: dict[str, Any] = {}
     for trial in trials:
-        for cand in (out_dir / kernel / version / f"{trial}.json", out_dir / f"{trial}.json"):
-            if cand.exists():
-                try:
-                    found[trial] = json.loads(cand.read_text(encoding="utf-8"))
-                except ValueError:
-                    continue
+        for cand in (out_dir / kernel / version, out_dir):
+            data = load_report_json(report_json_path(cand, trial))
+            if data is not None:
+                found[trial] = data
                 break
     return found
 

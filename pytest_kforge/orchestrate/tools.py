@@ -74,7 +74,15 @@ class Toolbox:
             return f"ERROR: {path} leaves the project; read only files inside it"
         if not full.is_file():
             return f"ERROR: {path} does not exist; list what exists with search_knowledge or read a known file"
-        text = full.read_text(encoding="utf-8", errors="replace")
+        if full.name.endswith(".gz"):  # report twins and raw ncu CSVs are stored gzipped
+            import gzip
+
+            try:
+                text = gzip.decompress(full.read_bytes()).decode("utf-8", errors="replace")
+            except (OSError, EOFError) as exc:
+                return f"ERROR: {path} is not a readable gzip file ({exc}); read the .md report beside it"
+        else:
+            text = full.read_text(encoding="utf-8", errors="replace")
         return text if len(text) <= _MAX_READ else text[:_MAX_READ] + f"\n[... truncated at {_MAX_READ} chars]"
 
     def tool_write_file(self, path: str, content: str) -> str:
@@ -101,7 +109,7 @@ class Toolbox:
 
     def tool_profile_version(self, version: str, trials: str = "decode,spec") -> str:
         if self.ctx.runner is None or not self.ctx.can_profile:
-            return "ERROR: no GPU/ncu here, so profiling cannot run; read reports/<kernel>/<version>/<trial>.json"
+            return "ERROR: no GPU/ncu here, so profiling cannot run; read reports/<kernel>/<version>/<trial>.md"
         tr = tuple(t.strip() for t in trials.split(",") if t.strip())
         out_dir = self.ctx.reports_dir or (self.root / "reports")
         outcome = self.ctx.runner.profile(self.ctx.kernel, version, out_dir=out_dir, timeout_s=self.ctx.timeout_s,

@@ -4,7 +4,7 @@
 
 After the suite ran, every selected version whose correctness tests did not fail is profiled on
 every selected trial config: a subprocess runs it under ncu (this pytest process never does),
-and ``reports/<kernel>/<version>/<trial>.md`` (+ ``.json``, ``.ncu-rep``) and the devlog's
+and ``reports/<kernel>/<version>/<trial>.md`` (+ ``.json.gz``, ``.ncu-rep``) and the devlog's
 ``perf`` block are written.  Each trial gets one line in the terminal summary; faults (ncu
 missing, no counter permission, nothing matched, timeout, crash) are lines, never errors.
 """
@@ -42,7 +42,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("kforge", "kforge: optimise a GPU kernel version by version (pytest-kforge)")
     g.addoption("--kforge-profile", action="store_true", default=False,
                 help="after the suite, profile each selected version on each trial config under ncu and write "
-                     "reports/<kernel>/<version>/<trial>.md|.json|.ncu-rep (needs a GPU and ncu)")
+                     "reports/<kernel>/<version>/<trial>.md|.json.gz|.ncu-rep (needs a GPU and ncu)")
     g.addoption("--kforge-baseline", metavar="VERSION", type=_version, default=None,
                 help="version whose saved profile the report compares with (default: the version's PARENT)")
     g.addoption("--kforge-ncu", metavar="PATH", default=None,

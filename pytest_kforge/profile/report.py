@@ -1,14 +1,18 @@
-"""The profile contract: from ncu records to ``reports/<kernel>/<version>/<trial>.md`` + ``.json``.
+"""The profile contract: from ncu records to ``reports/<kernel>/<version>/<trial>.md`` + ``.json.gz``.
 
 :func:`build_report` is pure (records in, :class:`ProfileReport` out) so golden tests run on CPU
 from recorded CSVs.  The markdown is :class:`pytest_kforge.contracts.ProfileContract` rendered in
 the workflow's shape; the JSON twin adds what a reader needs to check it: every stage's metrics
-and the ncu metric each value came from, the rule that fired, the roofline position, notes.
+and the ncu metric each value came from, the rule that fired, the roofline position, notes.  The twin
+is stored gzipped (``<trial>.json.gz``: a tenth of the bytes, and a project keeps one per version and
+trial); :func:`load_report_json` reads either form, so twins written as plain ``<trial>.json`` by
+older versions (or by hand, in tests) still count.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -19,7 +23,7 @@ from .parse import KernelRecord
 from .rules import Verdict, aggregate, classify, key_issue, root_cause
 
 __all__ = ["ProfileReport", "stage_name", "build_report", "baseline_rows", "knowledge_opportunities",
-           "drop_applied", "write_report", "load_report_json", "perf_block"]
+           "drop_applied", "write_report", "report_json_path", "load_report_json", "perf_block"]
 
 #: metrics compared in "vs Baseline": (short name, unit, percentage-point change?)
 BASELINE_METRICS: tuple[tuple[str, str, bool], ...] = (
@@ -238,25 +242,44 @@ def build_report(kernel: str, version: str, trial: str, params: Mapping[str, int
     return ProfileReport(contract, data)
 
 
+def report_json_path(out_dir: str | Path, trial: str) -> Path:
+    """Where ``trial``'s JSON twin lies in ``out_dir``: ``<trial>.json.gz``, else an older plain
+    ``<trial>.json``; the ``.json.gz`` path (where :func:`write_report` writes) when neither exists."""
+    gz = Path(out_dir) / f"{trial}.json.gz"
+    plain = gz.with_suffix("")
+    return plain if plain.exists() and not gz.exists() else gz
+
+
 def write_report(report: ProfileReport, out_dir: str | Path) -> tuple[Path, Path]:
-    """Write ``<out_dir>/<trial>.md`` and ``.json`` atomically; returns both paths."""
-    from pytest_kforge.fsutil import atomic_write_text
+    """Write ``<out_dir>/<trial>.md`` and ``<trial>.json.gz`` atomically; returns both paths.
+
+    The gzip header carries no timestamp, so the same report gives the same bytes; a plain
+    ``<trial>.json`` left by an older version is removed (it would shadow nothing, but mislead a reader).
+    """
+    from pytest_kforge.fsutil import atomic_write_bytes, atomic_write_text
 
     out = Path(out_dir)
     trial = report.data["trial"]
-    md, js = out / f"{trial}.md", out / f"{trial}.json"
+    md, js = out / f"{trial}.md", out / f"{trial}.json.gz"
     atomic_write_text(md, report.markdown)
-    atomic_write_text(js, json.dumps(report.data, indent=1, sort_keys=False) + "\n")
+    text = json.dumps(report.data, indent=1, sort_keys=False) + "\n"
+    atomic_write_bytes(js, gzip.compress(text.encode("utf-8"), compresslevel=9, mtime=0))
+    (out / f"{trial}.json").unlink(missing_ok=True)
     return md, js
 
 
 def load_report_json(path: str | Path) -> dict[str, Any] | None:
+    """A report's JSON twin from ``path`` (``.json`` or ``.json.gz``); a ``<trial>.json`` path that does not
+    exist falls back to its ``.json.gz`` sibling.  None when neither exists or the file does not parse."""
     p = Path(path)
+    if not p.exists() and p.suffix == ".json":
+        p = p.with_name(p.name + ".gz")
     if not p.exists():
         return None
     try:
-        return json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        raw = p.read_bytes()
+        return json.loads(gzip.decompress(raw) if p.name.endswith(".gz") else raw)
+    except (OSError, ValueError, EOFError):
         return None
 
 
@@ -276,8 +299,10 @@ def perf_block(reports_dir: str | Path, kernel: str, *, link_base: str = "../../
 
     root = Path(reports_dir) / kernel
     rows = []
-    for js in sorted(root.glob("*/*.json"), key=lambda p: (version_sort_key(p.parent.name), p.stem)):
-        d = load_report_json(js)
+    twins = {(p.parent.name, p.name.split(".")[0]): p for p in root.glob("*/*.json")}
+    twins.update({(p.parent.name, p.name.split(".")[0]): p for p in root.glob("*/*.json.gz")})  # gz wins
+    for key in sorted(twins, key=lambda k: (version_sort_key(k[0]), k[1])):
+        d = load_report_json(twins[key])
         if not d or "contract" not in d:
             continue
         m = d.get("metrics", {})

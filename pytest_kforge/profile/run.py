@@ -119,7 +119,7 @@ def profile_version(kernel: str, version: str, trials: Sequence[str] | None = No
                                                    f"only {csv_path.name}; the metrics come from that raw CSV")
                 (out_dir / f"{trial}.ncu-rep").unlink(missing_ok=True)  # never a stale one from an older run
         else:
-            for ext in (".md", ".json", ".csv", ".csv.gz"):  # a fault must not leave an older profile looking current
+            for ext in (".md", ".json", ".json.gz", ".csv", ".csv.gz"):  # a fault must not leave an older profile looking current
                 (out_dir / f"{trial}{ext}").unlink(missing_ok=True)
             got = collect(kernel, version, trial, out_dir=out_dir, ncu=ncu, timeout_s=timeout_s, kernels_dir=kdir,
                           available=available, cwd=root, params=p if p != dict(tc.params) else None)
@@ -154,7 +154,7 @@ def profile_version(kernel: str, version: str, trials: Sequence[str] | None = No
         if load_note:
             rep.data["notes"].append(load_note)
         if base_name and base is None:
-            rep.data["notes"].append(f"no baseline: reports/{kernel}/{base_name}/{trial}.json does not exist yet")
+            rep.data["notes"].append(f"no baseline: reports/{kernel}/{base_name}/{trial}.json.gz does not exist yet")
         if bench_us and trial in bench_us and bench_us[trial]:
             ncu_us = rep.data["metrics"].get("duration_us", 0.0)
             rep.data["ncu_vs_bench_pct"] = round((ncu_us - bench_us[trial]) / bench_us[trial] * 100, 2)

@@ -1,6 +1,6 @@
 """Offline agents: deterministic, rule-based, no network (the default without ANTHROPIC_API_KEY).
 
-Profiler: reads ``reports/<kernel>/<version>/<trial>.json`` (the profile contract's JSON twin);
+Profiler: reads ``reports/<kernel>/<version>/<trial>.json.gz`` (the profile contract's JSON twin);
 when it is missing and a GPU with ncu is here it runs the profiling command first; otherwise it
 derives a one-stage contract from the suite results JSON and says so in the root cause.
 
@@ -113,22 +113,23 @@ class OfflineProfiler:
 
     def profile(self, kernel: str, version: str, trial: str, params: dict[str, int], *,
                 context: AgentContext) -> Any:
-        C = compat.contracts
+        from pytest_kforge.profile.report import load_report_json, report_json_path
+
         reports = context.reports_dir or (context.root / "reports")
-        path = reports / kernel / version / f"{trial}.json"
+        path = report_json_path(reports / kernel / version, trial)
         if not path.exists() and context.can_profile and context.runner is not None:
             out = context.runner.profile(kernel, version, out_dir=reports, timeout_s=context.timeout_s,
                                          trials=(trial,))
             context.exchange.setdefault("commands", []).append(out.command)
             if not out.ok:
                 context.notes.append(f"profiling {version} {trial} failed ({out.reason}); using suite timings")
-        if path.exists():
-            import json
-
+        twin = report_json_path(reports / kernel / version, trial)  # profiling may just have written it
+        data = load_report_json(twin)
+        if data is not None:
             from ..suite import contract_from_report
 
-            context.exchange.setdefault("sources", []).append(str(path))
-            return contract_from_report(json.loads(path.read_text(encoding="utf-8")))
+            context.exchange.setdefault("sources", []).append(str(twin))
+            return contract_from_report(data)
         context.notes.append(f"{version} {trial}: no ncu report; contract derived from the suite results JSON")
         context.exchange.setdefault("sources", []).append("suite results JSON")
         draft = contract_from_results(kernel, version, trial, params, context.results, [])
