@@ -160,6 +160,47 @@ def test_cute_version_matches_reference_on_gpu(name, b, s, h, lens, cfg) -> None
         assert res.ok, res.message
 
 
+def _max_rise_inputs(v, b, s, h, lens):
+    """Inputs whose sequence 0 has scores ~240 (log2 units) above its first page from its second page on: a max
+    that rises that far inside a pair overflows the stale-max kernel's P, so v57_cute must redo those tiles."""
+    params = {"b": b, "s": s, "t": max(lens), "h": h}
+    inputs = v.spec.make_inputs(params, seed=5, device="cuda", seqlens=lens)
+    inputs["q"][0] = 2.0  # q . k = 576 * 4 against pages of 2.0: 166 after the scale, 240 in log2 units
+    pages = inputs["block_table"][0, 1:(lens[0] + 63) // 64].long()
+    inputs["kv_cache"][pages] = 2.0
+    return params, inputs
+
+
+@pytest.mark.parametrize("b,s,h,lens,cfg", [(2, 1, 128, [4100, 300], {}), (3, 4, 16, [700, 64, 4], {"num_splits": 4})])
+def test_v57_cute_redoes_the_tiles_its_stale_max_overflowed(b, s, h, lens, cfg, monkeypatch) -> None:
+    why = _gpu_ready()
+    if why:
+        pytest.skip(why)
+    import torch
+
+    from pytest_kforge.spec import compare_outputs, poison_
+
+    v = load_version("mla", "v57_cute", kernels_dir=KDIR)
+    params, inputs = _max_rise_inputs(v, b, s, h, lens)
+    ref = v.spec.reference(inputs)
+    outs = v.spec.alloc_outputs(params, device="cuda")
+    poison_(outs)
+    v(config=cfg, **inputs, **outs)
+    torch.cuda.synchronize()
+    for n in v.spec.output_names:
+        res = compare_outputs(n, outs[n], ref[n], v.spec.tolerances[n])
+        assert res.ok, res.message
+    # without the redo launch the first kernel leaves sequence 0's lse poisoned (NaN), the others exact: the
+    # inputs do reach the fallback, and only where they should
+    monkeypatch.setattr(_host(), "redo_kind", lambda kind: None)
+    outs["lse"].fill_(0.0)  # finite: a NaN now is the kernel's own
+    v(config=cfg, **inputs, **outs)
+    torch.cuda.synchronize()
+    assert torch.isnan(outs["lse"][0]).any()
+    res = compare_outputs("lse", outs["lse"][1:], ref["lse"][1:], v.spec.tolerances["lse"])
+    assert res.ok, res.message
+
+
 def _emulate_split_combine(inputs, splits: int):
     """The CuTe kernels' index math and softmax, in torch: split ranges, causal limits, safe max,
     per-split (O, lse) partials and the combine.  Guards the formulas the kernels hard-code."""
@@ -278,6 +319,20 @@ def test_sm90_kinds_and_partial_dtypes() -> None:
     assert [reg.takes_finals(k) for k in kinds] == [False] * 2 + [True] * 8
     with pytest.raises(ValueError, match="sm90_seesaw_fused"):
         reg.kernel_class("sm91")
+
+
+def test_only_v57_cute_kind_has_a_redo_launch_and_its_redo_kind_is_exact_and_known() -> None:
+    """v57_cute's stale-max kind is followed by a guarded launch of an exact kind (v35_cute's kernel); the probe kinds
+    and every other kind are not, so no other version's launch sequence changed."""
+    reg = _kinds()
+    v = load_version("mla", "v57_cute", kernels_dir=KDIR)
+    kind = "sm90_seesaw_pair_stale_redo"
+    assert v.module.run.__qualname__ == "v57_cute.run" and reg.redo_kind(kind) == "sm90_seesaw_pair_c3early_redo"
+    assert {k for k in reg.KINDS if reg.redo_kind(k)} == {kind}
+    for k in (kind, reg.redo_kind(kind)):
+        reg.check_kind(k)
+        assert not (reg.fused(k) or reg.tail_balanced(k) or reg.bf16_partials(k) or reg.pair_exchange_global(k))
+    assert "sm90_seesaw_pair_stale_vr" in reg.PAIR_PROBES and "sm90_seesaw_pair_stale_vr_trace" in reg.KINDS
 
 
 def test_declared_features_name_knowledge_entries() -> None:

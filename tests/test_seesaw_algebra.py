@@ -210,10 +210,10 @@ def _ref(m: np.ndarray) -> np.ndarray:
 
 
 def _stale(s_pages: list[np.ndarray], v_pages: list[np.ndarray], dtype=np.float64):
-    """The stale-max seesaw (devlog run 21, "Next"; not built): both warpgroups take pair k's P against m_k, the
+    """The stale-max seesaw (``_cute_seesaw_stale``, v57_cute's first kernel): both warpgroups take pair k's P against m_k, the
     max of every page before the pair (pair 0: rowmax S_A, which WG1 waits for once), so P may exceed 1; O and
     the row sums are rescaled once per pair, to the max including the pair.  Returns O (unnormalised), the row
-    sum, the max, and the rows the epilogue would send to the exact kernel (l < 0.5 or anything not finite)."""
+    sum, the max, and the rows v57_cute's epilogue poisons for the exact redo launch (l < 0.5 or anything not finite)."""
     half, o_l, o_r, sum_a, sum_b = (x.astype(dtype) if isinstance(x, np.ndarray) else x
                                     for x in _start(s_pages, v_pages))
     m = None

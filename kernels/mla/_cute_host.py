@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kforge_kernels.mla._cute_kinds import (bf16_partials, combine_class, fused, kernel_class, pair_exchange_global,
-                                            tail_balanced, takes_finals)
+                                            redo_kind, tail_balanced, takes_finals)
 from kforge_kernels.mla._cute_tail_plan import MAX_PARTS, TailPlan, plan_tail
 
 D_QK, D_V, PAGE, BLOCK_M = 576, 512, 64, 64
@@ -138,6 +138,8 @@ def prepare(kind: str, params: Mapping[str, int], config: Mapping[str, Any], all
     _, slots, paired = split_plan(kind, splits)
     direct = allow_direct and slots == 1
     compiled(kind, s, h, stages, direct=direct, paired=paired)
+    if redo_kind(kind):
+        compiled(redo_kind(kind), s, h, stages, direct=direct, paired=paired)
     if direct and _runs_tail(kind, paired):
         compiled(kind, s, h, stages)  # its tail grid (_cute_seesaw_tail)
 
@@ -196,6 +198,9 @@ def run_split_combine(
     elif allow_direct and slots == 1:
         f_main, _, _, _ = compiled(kind, s, h, stages, direct=True, paired=paired)
         f_main(*ins, ptr(bf, o_dst), ptr(f32, l_dst, 4), *finals, *sizes, stream)
+        if redo_kind(kind):  # the exact kernel over the tiles f_main poisoned (most CTAs exit at once)
+            f_redo, _, _, _ = compiled(redo_kind(kind), s, h, stages, direct=True, paired=paired)
+            f_redo(*ins, ptr(bf, o_dst), ptr(f32, l_dst, 4), *finals, *sizes, stream)
     else:
         f_main, f_comb, rows_pad, _ = compiled(kind, s, h, stages, paired=paired)
         pbf = bf16_partials(kind)
@@ -208,6 +213,9 @@ def run_split_combine(
             f_main(*ins, *parts, ptr(bf, o_dst), ptr(f32, l_dst, 4), ptr(i32, sem, 4), *sizes, stream)
         else:
             f_main(*ins, *parts, *finals, *sizes, stream)
+            if redo_kind(kind):  # before the combine: it must read the recomputed partials
+                f_redo, _, _, _ = compiled(redo_kind(kind), s, h, stages, paired=paired)
+                f_redo(*ins, *parts, *finals, *sizes, stream)
             f_comb(*parts, ptr(bf, o_dst), ptr(f32, l_dst, 4), i32(b), i32(slots), stream)
     if not dense:
         out.copy_(o_dst)

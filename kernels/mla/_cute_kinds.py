@@ -35,7 +35,10 @@ TAIL_KINDS = ("sm90_seesaw_pair_tail", "sm90_seesaw_pair_tail_lean", "sm90_seesa
 TAIL_PROBES = ("sm90_seesaw_pair_tail_nomerge", "sm90_seesaw_pair_tail_nostore", "sm90_seesaw_pair_tail_noout")
 #: probe kinds that compute the right answer on ordinary inputs but lack a version's guarantees
 #: (``_cute_seesaw_stale``: no fallback yet for a max rising by >~120 inside a pair); no version names them
-PAIR_PROBES = ("sm90_seesaw_pair_stale",)
+PAIR_PROBES = ("sm90_seesaw_pair_stale", "sm90_seesaw_pair_stale_vr")
+#: kinds whose launch is followed by a redo launch of an exact kind over the tiles it poisoned (v57_cute), and
+#: that redo kind (``redo_kind``; its kernel runs only the flagged tiles)
+REDO_KINDS = {"sm90_seesaw_pair_stale_redo": "sm90_seesaw_pair_c3early_redo"}
 #: kinds with a timeline-probe twin ``<kind>_trace``: the same kernel with ``trace = True`` (``_cute_trace``)
 TRACEABLE = ("sm90_seesaw_ownp_evict", "sm90_seesaw_pair_bf16", "sm90_seesaw_pair_soft1", "sm90_seesaw_pair_early",
              "sm90_seesaw_pair_vrfirst", "sm90_seesaw_pair_tmao", "sm90_seesaw_pair_ilp", "sm90_seesaw_pair_prov",
@@ -56,7 +59,7 @@ KINDS = ("sm80", "sm80_dedup", "sm90", "sm90_pvfirst", "sm90_lazy", "sm90_bf16p"
          "sm90_seesaw_pair_c3split", "sm90_seesaw_pair_c3freea", "sm90_seesaw_pair_c3m0",
          "sm90_seesaw_pair_c3freem0", "sm90_seesaw_pair_c3pv", "sm90_seesaw_pair_c3m0pv",
          *READER_RELOAD_KINDS, *BFIRST_KINDS, *PERSISTENT_KINDS, *TAIL_KINDS, *TAIL_PROBES,
-         *PAIR_PROBES) + RING_PROBES + tuple(f"{k}_trace" for k in TRACEABLE)
+         *PAIR_PROBES, *REDO_KINDS, *REDO_KINDS.values()) + RING_PROBES + tuple(f"{k}_trace" for k in TRACEABLE)
 
 
 def check_kind(kind: str) -> None:
@@ -128,10 +131,13 @@ def kernel_class(kind: str) -> Any:
                         "sm90_seesaw_pair_tail_nomerge": tl.MlaSplitSm90SeesawPairTailNoMerge,
                         "sm90_seesaw_pair_tail_nostore": tl.MlaSplitSm90SeesawPairTailNoStore,
                         "sm90_seesaw_pair_tail_noout": tl.MlaSplitSm90SeesawPairTailNoOut}[kind]
-            if kind in PAIR_PROBES:
-                from kforge_kernels.mla._cute_seesaw_stale import MlaSplitSm90SeesawPairStale
+            if kind in PAIR_PROBES or kind in REDO_KINDS or kind in REDO_KINDS.values():
+                from kforge_kernels.mla import _cute_seesaw_stale as st
 
-                return MlaSplitSm90SeesawPairStale
+                return {"sm90_seesaw_pair_stale": st.MlaSplitSm90SeesawPairStale,
+                        "sm90_seesaw_pair_stale_vr": st.MlaSplitSm90SeesawPairStaleVr,
+                        "sm90_seesaw_pair_stale_redo": st.MlaSplitSm90SeesawPairStaleRedo,
+                        "sm90_seesaw_pair_c3early_redo": st.MlaSplitSm90SeesawPairC3EarlyRedo}[kind]
             if kind in READER_RELOAD_KINDS:
                 from kforge_kernels.mla import _cute_seesaw_rr as rr
 
@@ -201,6 +207,11 @@ def combine_class(kind: str) -> Any:
 def takes_finals(kind: str) -> bool:
     """Whether ``kind``'s kernel takes the final outputs and a counter too (the sm90 signature)."""
     return kind.startswith("sm90")
+
+
+def redo_kind(kind: str) -> str | None:
+    """The exact kind whose guarded launch follows ``kind``'s and recomputes the tiles it poisoned, or None."""
+    return REDO_KINDS.get(kind)
 
 
 def fused(kind: str) -> bool:

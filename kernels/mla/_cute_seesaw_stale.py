@@ -42,6 +42,42 @@ SLOT_MAX_A, SLOT_MAX_B = 4, 6
 class MlaSplitSm90SeesawPairStale(MlaSplitSm90SeesawPairC3Early):
     """v35_cute's kernel with the stale-max pair (module docstring); a probe kind, not a version."""
 
+    #: WG1 issues P_A V_AR before page B's softmax (``MlaSplitSm90SeesawPairStaleVr``)
+    stale_vr_first = False
+    #: poison (NaN lse) every row the stale max may have got wrong, for a redo launch to recompute (v57_cute)
+    redo_fallback = False
+
+    @cute.jit
+    def _flag_rows(self, acc_O, row_sum, n_rows):
+        """Make this thread's row sum NaN where its part of the O row is not finite (P overflowed into P V while
+        the row sum did not); the sums then carry it through both warpgroups' totals to the row's lse."""
+        acc_O_mn = _mn_view(acc_O)
+        for r in cutlass.range_constexpr(n_rows):
+            # a sum over the row part is inf / NaN when any element is (or when finite ones overflow: harmless)
+            part = acc_O_mn[r, None].load().reduce(cute.ReductionOp.ADD, cutlass.Float32.zero, 0)
+            if part != part:
+                row_sum[r] = cutlass.Float32.nan
+            if cute.arch.fmax(part, -part) == cutlass.Float32.inf:
+                row_sum[r] = cutlass.Float32.nan
+
+    @cute.jit
+    def _epilogue(self, acc_O, tOgO, tScS_mn, row_max, total, m_block, bi, split, c, ctid, mLp, scale_log2):
+        """The seesaw's epilogue, after poisoning the rows the stale max may have got wrong (``redo_fallback``):
+        a row with a key sums to >= 1 against its final max (the max itself scores e^0) and one with none to 0,
+        so a total < 0.5 beside a finite max, or a total that is not finite, marks an overflow or underflow
+        inside a pair (tests/test_seesaw_algebra.py::test_stale_max_*); its lse becomes NaN, which the pair merge
+        and the direct store carry to the output lse the redo launch reads."""
+        if cutlass.const_expr(self.redo_fallback):
+            for r in cutlass.range_constexpr(cute.size(total)):
+                tr = total[r]
+                if tr < 0.5:
+                    if row_max[r] != -cutlass.Float32.inf:
+                        total[r] = cutlass.Float32.nan
+                if tr == cutlass.Float32.inf:
+                    total[r] = cutlass.Float32.nan
+        MlaSplitSm90SeesawPairC3Early._epilogue(self, acc_O, tOgO, tScS_mn, row_max, total, m_block, bi, split, c,
+                                                ctid, mLp, scale_log2)
+
     @cute.jit
     def _seesaw_tile(self, parts, m_block, bi, split, t, p_begin, p_end, n_iter, q_pipe, kv_pipe, mOp, mLp, mOut,
                      mLse, mSem, scale_log2, q_state=None, ph0=None):
@@ -101,57 +137,111 @@ class MlaSplitSm90SeesawPairStale(MlaSplitSm90SeesawPairC3Early):
                     self._release(kv_pipe, 1, ph)
                 self._ev(mSem, ctid, c, k, 7)  # P_B V_BL done
         else:
-            for k in cutlass.range(n_pairs, unroll=1):
-                ph = k % 2
-                pa, has_b = self._pair_pages(k, p_begin, p_end)
-                self._ev(mSem, ctid, c, k, 0)
-                # no page B: S all -inf, so P 0 and rowmax -inf
-                acc_S = self._s_page(kv_pipe, qk_mma, s_shape, tSrQ, tSrK, 1, ph, has_b, q_regs)
-                self._ev(mSem, ctid, c, k, 1)  # S_B issued
-                self._rescale(acc_O, factor)
-                warpgroup.wait_group(0)
-                self._ev(mSem, ctid, c, k, 2)  # S_B done
-                if k == 0:
-                    # pair 0 has no earlier max: take page A's (WG0 published it with P_A)
-                    cute.arch.barrier(barrier_id=BAR_S0, number_of_threads=CONSUMERS)
-                    self._take_max(sh, SLOT_MAX_A, tScS_mn, m_run)
-                self._stale_softmax(acc_S, tScS_mn, pa + 1, first_masked_pos, m_block, scale_log2, m_run, rm_own,
-                                    row_sum, 1)
-                self._ev(mSem, ctid, c, k, 8)  # softmax arithmetic done
-                self._publish_max(sh, SLOT_MAX_B + k % 2, tScS_mn, rm_own)
-                rPb = self._bf16(acc_S)
-                if has_b:
-                    self._store_p(rPb, tPsP[None, None, None, 1], c)
-                self._ev(mSem, ctid, c, k, 9)  # P stored and fenced
-                if k > 0:
-                    cute.arch.barrier(barrier_id=BAR_S0, number_of_threads=CONSUMERS)
-                self._ev(mSem, ctid, c, k, 3)  # P_A and rowmax S_A arrived
-                # page A's max, read before the S1 arrival: WG0 writes its next one only after S1, so this read
-                # comes first (page B's slot is the one that needs the parity: WG1 writes it with no barrier between)
-                self._next_max(sh, SLOT_MAX_A + k % 2, tScS_mn, scale_log2, m_run, rm_own, row_sum, factor)
-                cute.arch.barrier_arrive(barrier_id=BAR_S1, number_of_threads=CONSUMERS)
-                self._ev(mSem, ctid, c, k, 5)  # P_B and rowmax S_B published
-                self._pv(kv_pipe, pv_mma, acc_O, tOrP[None, None, None, 0], tOrV, 0, ph, 1)
-                self._ev(mSem, ctid, c, k, 4)  # P_A V_AR issued
-                if has_b:
-                    self._pv(kv_pipe, pv_rs, acc_O, self._p_operand(rPb, frag_layout), tOrV, 1, ph, 1)
-                    warpgroup.wait_group(1)
-                    self._release_blocks(kv_pipe, 0, ph, self._wg1_rest(0))
-                    self._ev(mSem, ctid, c, k, 6)  # P_A V_AR done
+            if cutlass.const_expr(self.stale_vr_first):
+                self._wg1_vr_first(kv_pipe, qk_mma, pv_mma, pv_rs, s_shape, tSrQ, tSrK, q_regs, tOrP, tOrV, tPsP,
+                                   tScS_mn, frag_layout, acc_O, sh, n_pairs, p_begin, p_end, first_masked_pos, m_block,
+                                   scale_log2, m_run, rm_own, row_sum, factor, mSem, ctid, c)
+            else:
+                for k in cutlass.range(n_pairs, unroll=1):
+                    ph = k % 2
+                    pa, has_b = self._pair_pages(k, p_begin, p_end)
+                    self._ev(mSem, ctid, c, k, 0)
+                    # no page B: S all -inf, so P 0 and rowmax -inf
+                    acc_S = self._s_page(kv_pipe, qk_mma, s_shape, tSrQ, tSrK, 1, ph, has_b, q_regs)
+                    self._ev(mSem, ctid, c, k, 1)  # S_B issued
+                    self._rescale(acc_O, factor)
                     warpgroup.wait_group(0)
-                    self._release_blocks(kv_pipe, 1, ph, self._wg1_rest())
-                else:
-                    warpgroup.wait_group(0)
-                    self._release_blocks(kv_pipe, 0, ph, self._wg1_rest(0))
-                    self._ev(mSem, ctid, c, k, 6)
-                self._ev(mSem, ctid, c, k, 7)  # P_B V_BR done
+                    self._ev(mSem, ctid, c, k, 2)  # S_B done
+                    if k == 0:
+                        # pair 0 has no earlier max: take page A's (WG0 published it with P_A)
+                        cute.arch.barrier(barrier_id=BAR_S0, number_of_threads=CONSUMERS)
+                        self._take_max(sh, SLOT_MAX_A, tScS_mn, m_run)
+                    rPb = self._wg1_softmax_b(acc_S, tScS_mn, tPsP, sh, pa, has_b, first_masked_pos, m_block,
+                                              scale_log2, m_run, rm_own, row_sum, mSem, ctid, c, k)
+                    if k > 0:
+                        cute.arch.barrier(barrier_id=BAR_S0, number_of_threads=CONSUMERS)
+                    self._ev(mSem, ctid, c, k, 3)  # P_A and rowmax S_A arrived
+                    # page A's max, read before the S1 arrival: WG0 writes its next one only after S1, so this read
+                    # comes first (page B's slot is the one that needs the parity: WG1 writes it with no barrier
+                    # between)
+                    self._next_max(sh, SLOT_MAX_A + k % 2, tScS_mn, scale_log2, m_run, rm_own, row_sum, factor)
+                    cute.arch.barrier_arrive(barrier_id=BAR_S1, number_of_threads=CONSUMERS)
+                    self._ev(mSem, ctid, c, k, 5)  # P_B and rowmax S_B published
+                    self._pv(kv_pipe, pv_mma, acc_O, tOrP[None, None, None, 0], tOrV, 0, ph, 1)
+                    self._ev(mSem, ctid, c, k, 4)  # P_A V_AR issued
+                    self._wg1_pair_end(kv_pipe, pv_rs, acc_O, rPb, frag_layout, tOrV, ph, has_b, mSem, ctid, c, k)
 
         self._rescale(acc_O, factor)  # the last pair's factor: O relative to the tile's max, as the epilogue wants
+        if cutlass.const_expr(self.redo_fallback):
+            self._flag_rows(acc_O, row_sum, n_rows)
         self._hdr(mSem, ctid, 4 + c)  # loop end
         self._pair_epilogue(acc_O, tOgO, tScS_mn, m_run, row_sum, sh4, m_block, bi, split, c, ctid, mLp, scale_log2)
         self._hdr(mSem, ctid, 6 + c)  # epilogue (and pair merge) done
         if c == 0:
             self._hdr(mSem, ctid, 9, True)
+
+    @cute.jit
+    def _wg1_vr_first(self, kv_pipe, qk_mma, pv_mma, pv_rs, s_shape, tSrQ, tSrK, q_regs, tOrP, tOrV, tPsP, tScS_mn,
+                      frag_layout, acc_O, sh, n_pairs, p_begin, p_end, first_masked_pos, m_block, scale_log2, m_run,
+                      rm_own, row_sum, factor, mSem, ctid, c):
+        """WG1's pair loop with v35_cute's order (P_A V_AR issued as soon as P_A arrives, page B's softmax while
+        it runs) and the stale max: nothing stands between P_A's arrival and P_A V_AR (v35_cute adopts page A's
+        max and rescales O_R there), so the pair's P V GEMMs finish sooner (run 22's probe: page B's stage held
+        3,355 instead of 3,720 cycles).  The plain stale loop puts page B's softmax first, and run 22's trace
+        found P_A V_AR, and with it page A's release, ~1,000 cycles later."""
+        for k in cutlass.range(n_pairs, unroll=1):
+            ph = k % 2
+            pa, has_b = self._pair_pages(k, p_begin, p_end)
+            self._ev(mSem, ctid, c, k, 0)
+            acc_S = self._s_page(kv_pipe, qk_mma, s_shape, tSrQ, tSrK, 1, ph, has_b, q_regs)
+            self._ev(mSem, ctid, c, k, 1)  # S_B issued
+            self._rescale(acc_O, factor)  # to m_k, beside S_B
+            cute.arch.barrier(barrier_id=BAR_S0, number_of_threads=CONSUMERS)
+            self._ev(mSem, ctid, c, k, 3)  # P_A and rowmax S_A arrived
+            if k == 0:
+                self._take_max(sh, SLOT_MAX_A, tScS_mn, m_run)  # pair 0's m_0: page A's maxima
+            self._pv(kv_pipe, pv_mma, acc_O, tOrP[None, None, None, 0], tOrV, 0, ph, 1)
+            self._ev(mSem, ctid, c, k, 4)  # P_A V_AR issued
+            warpgroup.wait_group(1)  # S_B done; P_A V_AR runs on
+            self._ev(mSem, ctid, c, k, 2)  # S_B done
+            rPb = self._wg1_softmax_b(acc_S, tScS_mn, tPsP, sh, pa, has_b, first_masked_pos, m_block, scale_log2,
+                                      m_run, rm_own, row_sum, mSem, ctid, c, k)
+            # page A's max, read before the S1 arrival (as in the plain stale loop)
+            self._next_max(sh, SLOT_MAX_A + k % 2, tScS_mn, scale_log2, m_run, rm_own, row_sum, factor)
+            cute.arch.barrier_arrive(barrier_id=BAR_S1, number_of_threads=CONSUMERS)
+            self._ev(mSem, ctid, c, k, 5)  # P_B and rowmax S_B published
+            self._wg1_pair_end(kv_pipe, pv_rs, acc_O, rPb, frag_layout, tOrV, ph, has_b, mSem, ctid, c, k)
+
+    @cute.jit
+    def _wg1_softmax_b(self, acc_S, tScS_mn, tPsP, sh, pa, has_b, first_masked_pos, m_block, scale_log2, m_run, rm_own,
+                       row_sum, mSem, ctid, c, k):
+        """WG1's page-B softmax against the stale max, its row maxima published (slot by pair parity) and P_B
+        stored for WG0; returns P_B in registers (bf16) for WG1's own P_B V_BR."""
+        self._stale_softmax(acc_S, tScS_mn, pa + 1, first_masked_pos, m_block, scale_log2, m_run, rm_own, row_sum, 1)
+        self._ev(mSem, ctid, c, k, 8)  # softmax arithmetic done
+        self._publish_max(sh, SLOT_MAX_B + k % 2, tScS_mn, rm_own)
+        rPb = self._bf16(acc_S)
+        if has_b:
+            self._store_p(rPb, tPsP[None, None, None, 1], c)
+        self._ev(mSem, ctid, c, k, 9)  # P stored and fenced
+        return rPb
+
+    @cute.jit
+    def _wg1_pair_end(self, kv_pipe, pv_rs, acc_O, rPb, frag_layout, tOrV, ph, has_b, mSem, ctid, c, k):
+        """WG1's end of a pair, P_A V_AR already issued: P_B V_BR from registers, then page A's and page B's
+        blocks released as their GEMMs complete."""
+        if has_b:
+            self._pv(kv_pipe, pv_rs, acc_O, self._p_operand(rPb, frag_layout), tOrV, 1, ph, 1)
+            warpgroup.wait_group(1)
+            self._release_blocks(kv_pipe, 0, ph, self._wg1_rest(0))
+            self._ev(mSem, ctid, c, k, 6)  # P_A V_AR done
+            warpgroup.wait_group(0)
+            self._release_blocks(kv_pipe, 1, ph, self._wg1_rest())
+        else:
+            warpgroup.wait_group(0)
+            self._release_blocks(kv_pipe, 0, ph, self._wg1_rest(0))
+            self._ev(mSem, ctid, c, k, 6)
+        self._ev(mSem, ctid, c, k, 7)  # P_B V_BR done
 
     @cute.jit
     def _stale_softmax(self, acc_S, tScS_mn, p, first_masked_pos, m_block, scale_log2, m_run, rm_own, row_sum, k):
@@ -186,3 +276,37 @@ class MlaSplitSm90SeesawPairStale(MlaSplitSm90SeesawPairC3Early):
             factor[r] = cute.math.exp2(ref_old * scale_log2 - ref_new * scale_log2, fastmath=True)
             row_sum[r] = row_sum[r] * factor[r]
             m_run[r] = m_next
+
+
+class MlaSplitSm90SeesawPairStaleVr(MlaSplitSm90SeesawPairStale):
+    """The stale-max pair with WG1's P_A V_AR before page B's softmax (``_wg1_vr_first``); a probe kind."""
+
+    stale_vr_first = True
+
+
+class MlaSplitSm90SeesawPairStaleRedo(MlaSplitSm90SeesawPairStaleVr):
+    """v57_cute's first launch: the stale-max pair (WG1's P_A V_AR first) with its unsure rows poisoned."""
+
+    redo_fallback = True
+
+
+class MlaSplitSm90SeesawPairC3EarlyRedo(MlaSplitSm90SeesawPairC3Early):
+    """v57_cute's second launch: v35_cute's exact kernel over the tiles the first launch poisoned; every other
+    CTA reads its tile's 64 lse values and exits (``MlaSplitSm90.kernel``)."""
+
+    redo_guard = True
+
+    @cute.jit
+    def _tile_flagged(self, mLp, m_block, bi, split):
+        """Whether any row of the tile has a NaN lse: each warp reads the 64 rows itself (two per lane) and
+        votes, so every warp of the CTA -- and both CTAs of a merged pair, which read the same merged rows --
+        decide alike with no barrier."""
+        lane = cute.arch.lane_idx()
+        slot = split // 2 if self.pair else split
+        bad = cutlass.Boolean(False)
+        for half in cutlass.range_constexpr(2):
+            lse = self._load_lse(mLp, m_block * BLOCK_M + half * 32 + lane, bi, slot)
+            if lse != lse:
+                bad = cutlass.Boolean(True)
+        return cute.arch.vote_any_sync(bad)
+

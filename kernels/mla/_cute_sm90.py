@@ -116,6 +116,8 @@ class MlaSplitSm90(HalfPageConsumer, SplitEpilogue, TraceProbe, KvLoads):
     #: a merging kernel (``fused_combine``) writes the merged O through shared memory and one TMA store per
     #: warpgroup, like the direct epilogue (v56_cute), not from registers
     merge_via_tma = False
+    #: a redo launch: a tile runs only when ``_tile_flagged`` says an earlier kernel left it poisoned (v57_cute)
+    redo_guard = False
 
     @property
     def looping(self) -> bool:
@@ -274,6 +276,20 @@ class MlaSplitSm90(HalfPageConsumer, SplitEpilogue, TraceProbe, KvLoads):
         mOt: cute.Tensor = None,
         sO_layout: cute.ComposedLayout = None,
     ):
+        args = (tma_q, mQt, tma_kv, mKVt, mBT, mLens, mOp, mLp, mOut, mLse, mSem, scale_log2, sQ_layout, sKV_layout,
+                sV_layout, sP_layout, red_layout, Smem, o_tma, mOt, sO_layout)
+        if cutlass.const_expr(self.redo_guard):
+            # a redo launch (_cute_seesaw_stale): only the tiles an earlier kernel flagged run, the rest exit
+            m_block, bi, split = cute.arch.block_idx()
+            if self._tile_flagged(mLp, m_block, bi, split):
+                self._kernel_body(*args)
+        else:
+            self._kernel_body(*args)
+
+    @cute.jit
+    def _kernel_body(self, tma_q, mQt, tma_kv, mKVt, mBT, mLens, mOp, mLp, mOut, mLse, mSem, scale_log2, sQ_layout,
+                     sKV_layout, sV_layout, sP_layout, red_layout, Smem, o_tma, mOt, sO_layout):
+        """The kernel proper (``kernel`` adds the optional redo guard in front)."""
         bf16, f32 = cutlass.BFloat16, cutlass.Float32
         # The tiled MMAs are built here, not passed in: their accumulate flag is set inside loop
         # bodies, and a kernel argument's state is read again by the launch (escaping value).

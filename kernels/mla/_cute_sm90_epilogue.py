@@ -85,6 +85,17 @@ class SplitEpilogue:
             mLp[slot, bi, row] = lse
 
     @cute.jit
+    def _load_lse(self, mLp, row, bi, slot):
+        """The lse ``_store_lse`` wrote for ``row`` (0 for a padding row of the final lse, which it never writes)."""
+        lse = cutlass.Float32(0.0)
+        if cutlass.const_expr(self.direct):
+            if row < self.rows:
+                lse = mLp[bi, row % self.h, row // self.h]
+        else:
+            lse = mLp[slot, bi, row]
+        return lse
+
+    @cute.jit
     def _store_o(self, acc_O, tOgO, tScS_mn, m_block, bi=None):
         """This WG's normalised O: bf16 into the output (padding rows dropped), or the split partial (fp32 or bf16)."""
         bf16 = cutlass.BFloat16
