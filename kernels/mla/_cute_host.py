@@ -120,7 +120,7 @@ def compiled(kind: str, s: int, h: int, stages: int, direct: bool = False,
         i32(1), i32(1), i32(1), i32(1), f32(1.0), stream, options=COMPILE_OPTIONS,
     )
     f_comb = None
-    if not direct and not fused(kind) and not _runs_tail(kind, paired):
+    if not direct and not fused(kind) and not _runs_tail(kind, paired) and not main.redo_guard:  # redo: no combine
         comb = combine_class(kind)(s, h, main.rows_pad)
         f_comb = cute.compile(comb, p(pdt), p(f32), p(bf), p(f32, 4), i32(1), i32(1), stream, options=COMPILE_OPTIONS)
     _CACHE[key] = (f_main, f_comb, main.rows_pad, main.m_blocks)

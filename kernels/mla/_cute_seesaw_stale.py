@@ -37,6 +37,9 @@ from kforge_kernels.mla._cute_sm90_parts import BLOCK_M, CONSUMERS, PAGE, _maske
 
 #: shared-memory row slots (of ``sRed``'s 8 x 64 floats) for page A's / page B's row maxima, two each (parity)
 SLOT_MAX_A, SLOT_MAX_B = 4, 6
+#: (v57_cute) a row whose max rises by more than this (log2 units) inside a pair is poisoned for the exact redo:
+#: well below the ~126 at which P's factor becomes subnormal and 128 at which P overflows
+RISE_LIMIT = 100.0
 
 
 class MlaSplitSm90SeesawPairStale(MlaSplitSm90SeesawPairC3Early):
@@ -65,7 +68,7 @@ class MlaSplitSm90SeesawPairStale(MlaSplitSm90SeesawPairC3Early):
         """The seesaw's epilogue, after poisoning the rows the stale max may have got wrong (``redo_fallback``):
         a row with a key sums to >= 1 against its final max (the max itself scores e^0) and one with none to 0,
         so a total < 0.5 beside a finite max, or a total that is not finite, marks an overflow or underflow
-        inside a pair (tests/test_seesaw_algebra.py::test_stale_max_*); its lse becomes NaN, which the pair merge
+        inside a pair (a rise past ``RISE_LIMIT`` was already made NaN by ``_next_max``) (tests/test_seesaw_algebra.py::test_stale_max_*); its lse becomes NaN, which the pair merge
         and the direct store carry to the output lse the redo launch reads."""
         if cutlass.const_expr(self.redo_fallback):
             for r in cutlass.range_constexpr(cute.size(total)):
@@ -275,6 +278,11 @@ class MlaSplitSm90SeesawPairStale(MlaSplitSm90SeesawPairC3Early):
             ref_new = 0.0 if m_next == -cutlass.Float32.inf else m_next
             factor[r] = cute.math.exp2(ref_old * scale_log2 - ref_new * scale_log2, fastmath=True)
             row_sum[r] = row_sum[r] * factor[r]
+            if cutlass.const_expr(self.redo_fallback):
+                # a rise this large may leave P finite and the factor flushed to 0 (a subnormal under ftz): the
+                # pair's sum and O would vanish with no inf or NaN to show it, so the rise itself marks the row
+                if ref_new * scale_log2 - ref_old * scale_log2 > RISE_LIMIT:
+                    row_sum[r] = cutlass.Float32.nan
             m_run[r] = m_next
 
 

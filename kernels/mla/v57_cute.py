@@ -11,7 +11,8 @@ it moved page A's release ~1,000 cycles later.)
 
 The stale max is exact unless a row's max rises by more than ~120 (log2 units) inside a pair.  Such a row ends
 with a total < 0.5 beside a finite max, or a total or an O part that is not finite
-(tests/test_seesaw_algebra.py::test_stale_max_*); the first kernel makes its lse NaN, and a second launch of
+(tests/test_seesaw_algebra.py::test_stale_max_*), and every rise past 100 is flagged as it happens (a factor
+flushed to 0 as a subnormal would hide it); the first kernel makes such a row's lse NaN, and a second launch of
 v35_cute's exact kernel (kind ``sm90_seesaw_pair_c3early_redo``) recomputes every tile whose output lse holds a
 NaN.  Every other CTA of that launch reads its tile's 64 lse values and exits.
 
