@@ -13,7 +13,7 @@
 #   bash scripts/h200.sh trust             # trust/adversarial tests on the GPU
 #   bash scripts/h200.sh cute VERSIONS=v4_cute   # (cute staged) CuTe self-check + harness suite (+ ncu)
 #   bash scripts/h200.sh profile VERSIONS=v48_cute,v49_cute [WORKERS=8]   # (cute staged) ncu reports per version
-#   bash scripts/h200.sh candidates VERSIONS=v46_cute BEST=v35_cute [TRACE=<kind>_trace,...]
+#   bash scripts/h200.sh candidates VERSIONS=v46_cute BEST=v35_cute [TRACE=<kind>_trace,...] [GPU_TESTS="<pytest args>"]
 #                                          # (cute + peers staged) self-check, probes, compare and harness vs BEST
 #   bash scripts/h200.sh flashmla BEST=v35_cute COMPARE=1   # (.gpu/flashmla carried) build the FlashMLA peer, test, compare
 #                                          # (PEERS=..., COMPARE_VERSIONS=...: other peers / versions in that compare)
@@ -254,6 +254,9 @@ candidates)
   SV="$V"; case ",$V," in *,kind:*) SV="$BEST,$V" ;; esac
   TAIL=40 run selfcheck "${SELFCHECK_S:-200}" python3 kernels/mla/_cute_selfcheck.py --versions "$SV"
   SC=$RC
+  # GPU_TESTS="tests/test_kernels_cute.py -k v57": repository GPU tests of the candidates, in the same call
+  [ -z "${GPU_TESTS:-}" ] || TAIL=30 run gpu-tests "${GPU_TESTS_S:-150}" python3 -m pytest $GPU_TESTS \
+      -p no:cacheprovider -p no:randomly -rs -q
   V=$(echo "$V" | tr ',' '\n' | grep -v '^kind:' | paste -sd, -)
   T="${TRACE:-}"
   for k in ${T//,/ }; do

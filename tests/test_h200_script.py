@@ -297,6 +297,20 @@ def test_candidates_step_checks_probe_kinds_beside_best_and_times_only_versions(
     assert "only probe kinds" in (tmp_path / "kf" / "candidates.log").read_text()
 
 
+def test_candidates_step_runs_the_named_gpu_tests_in_the_same_call(tmp_path: Path) -> None:
+    res = _step(tmp_path, FAKE_PYTHON_SELFCHECK, "candidates", "VERSIONS=v57_cute", "BEST=v35_cute",
+                "GPU_TESTS=tests/test_kernels_cute.py -k v57", SKIP_SMI="1")
+    assert res.returncode == 0, res.stdout + res.stderr
+    argv = [json.loads(ln) for ln in (tmp_path / "argv.log").read_text().splitlines()]
+    tests = next(a for a in argv if "tests/test_kernels_cute.py" in a)
+    assert tests[:5] == ["-m", "pytest", "tests/test_kernels_cute.py", "-k", "v57"]
+    assert argv.index(tests) < next(i for i, a in enumerate(argv) if "benchmarks.compare" in a)
+    (tmp_path / "argv.log").write_text("")
+    _step(tmp_path, FAKE_PYTHON_SELFCHECK, "candidates", "VERSIONS=v57_cute", "BEST=v35_cute", SKIP_SMI="1")
+    assert not any("pytest" in a and "tests/test_kernels_cute.py" in a
+                   for a in (json.loads(ln) for ln in (tmp_path / "argv.log").read_text().splitlines()))
+
+
 def test_all_step_doctor_checks_only_the_dsls_of_its_versions(tmp_path: Path) -> None:
     _log, argv = _all_step(tmp_path, "VERSIONS=v0,v1_cute,v2_cute", "SKIP_COMPARE=1", "SKIP_NCU=1", "SUITE_S=1")
     doctor = next(a for a in argv if "pytest_kforge.doctor" in a)

@@ -17,8 +17,9 @@ v35_cute's exact kernel (kind ``sm90_seesaw_pair_c3early_redo``) recomputes ever
 NaN.  Every other CTA of that launch reads its tile's 64 lse values and exits.
 
 Prediction (before its first H200 run): correct on every test, including the max-rise test that forces the
-redo; spec 842-850 us (the probe plus ~2-4 us for the guarded launch), decode 71-74 us (the probe's 2.5 us
-gain against the same launch).
+redo; decode 71-74 us (the probe's 70.9 plus one wave of 64 guard CTAs); spec 844-852 us (the probe's 842.2 plus
+the guarded launch: its 1,024 CTAs hold an SM's shared memory each, ~8 waves of launch, two L2 reads and exit,
+2-10 us depending on what a wave costs).
 """
 
 from __future__ import annotations
