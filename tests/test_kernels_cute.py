@@ -198,10 +198,12 @@ def test_v57_cute_redoes_the_tiles_its_stale_max_overflowed(b, s, h, lens, cfg, 
     # without the redo launch the first kernel leaves sequence 0's lse poisoned (NaN), the others exact: the
     # inputs do reach the fallback, and only where they should
     # patch the host module v57_cute's run really calls (a registry elsewhere may have reloaded kforge_kernels)
-    monkeypatch.setitem(inspect.unwrap(v.module.run).__globals__, "redo_kind", lambda kind: None)
+    host = inspect.unwrap(v.module.run).__globals__
+    monkeypatch.setitem(host, "redo_kind", lambda kind, one_split=False: None)
     outs["lse"].fill_(0.0)  # finite: a NaN now is the kernel's own
     v(config=cfg, **inputs, **outs)
     torch.cuda.synchronize()
+    host["reset_redo_flags"]()  # the flags this run set and no redo took
     assert torch.isnan(outs["lse"][0]).any()
     res = compare_outputs("lse", outs["lse"][1:], ref["lse"][1:], v.spec.tolerances["lse"])
     assert res.ok, res.message
@@ -328,14 +330,16 @@ def test_sm90_kinds_and_partial_dtypes() -> None:
 
 
 def test_only_v57_cute_kind_has_a_redo_launch_and_its_redo_kind_is_exact_and_known() -> None:
-    """v57_cute's stale-max kind is followed by a guarded launch of an exact kind (v35_cute's kernel); the probe kinds
-    and every other kind are not, so no other version's launch sequence changed."""
+    """v57_cute's stale-max kind is followed by a launch of an exact kind (v35_cute's kernel: a guarded full grid, or
+    for one-split shapes a persistent loop over the tiles it flagged); the probe kinds and every other kind are not,
+    so no other version's launch sequence changed."""
     reg = _kinds()
     v = load_version("mla", "v57_cute", kernels_dir=KDIR)
     kind = "sm90_seesaw_pair_stale_redo"
     assert v.module.run.__qualname__ == "v57_cute.run" and reg.redo_kind(kind) == "sm90_seesaw_pair_c3early_redo"
-    assert {k for k in reg.KINDS if reg.redo_kind(k)} == {kind}
-    for k in (kind, reg.redo_kind(kind)):
+    assert {k for k in reg.KINDS if reg.redo_kind(k)} == {kind} == {k for k in reg.KINDS if reg.writes_redo_flags(k)}
+    assert reg.redo_kind(kind, one_split=True) == "sm90_seesaw_pair_persist_redo"
+    for k in (kind, reg.redo_kind(kind), reg.redo_kind(kind, one_split=True)):
         reg.check_kind(k)
         assert not (reg.fused(k) or reg.tail_balanced(k) or reg.bf16_partials(k) or reg.pair_exchange_global(k))
     assert "sm90_seesaw_pair_stale_vr" in reg.PAIR_PROBES and "sm90_seesaw_pair_stale_vr_trace" in reg.KINDS

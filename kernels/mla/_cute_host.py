@@ -14,14 +14,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from kforge_kernels.mla._cute_kinds import (bf16_partials, combine_class, fused, kernel_class, pair_exchange_global,
-                                            redo_kind, tail_balanced, takes_finals)
+                                            redo_kind, tail_balanced, takes_finals, writes_redo_flags)
 from kforge_kernels.mla._cute_tail_plan import MAX_PARTS, TailPlan, plan_tail
 
 D_QK, D_V, PAGE, BLOCK_M = 576, 512, 64, 64
 LOG2_E = 1.4426950408889634
 H200_SMS = 132
 _CACHE: dict[tuple, Any] = {}
-#: a tail-balanced kind's per-shape state (``_tail_state``)
+#: a tail-balanced kind's per-shape state (``_tail_state``), and v57_cute's redo flags per device (``_redo_flags``)
 _TAIL: dict[tuple, Any] = {}
 # extra cute.compile options, e.g. "--keep-ptx" to inspect registers with `ptxas -v`
 COMPILE_OPTIONS = os.environ.get("KFORGE_CUTE_OPTIONS", "")
@@ -139,7 +139,7 @@ def prepare(kind: str, params: Mapping[str, int], config: Mapping[str, Any], all
     direct = allow_direct and slots == 1
     compiled(kind, s, h, stages, direct=direct, paired=paired)
     if redo_kind(kind):
-        compiled(redo_kind(kind), s, h, stages, direct=direct, paired=paired)
+        compiled(redo_kind(kind, one_split=direct and not paired), s, h, stages, direct=direct, paired=paired)
     if direct and _runs_tail(kind, paired):
         compiled(kind, s, h, stages)  # its tail grid (_cute_seesaw_tail)
 
@@ -197,9 +197,13 @@ def run_split_combine(
                   float(config.get("tail_edge_pages", 3.0)))
     elif allow_direct and slots == 1:
         f_main, _, _, _ = compiled(kind, s, h, stages, direct=True, paired=paired)
+        if writes_redo_flags(kind) and not paired:
+            # one split: f_main flags its poisoned tiles in a zeroed int32 per tile, which the persistent redo
+            # walks and zeroes again (the counter argument's place; unused by these kinds otherwise)
+            finals = (*finals[:2], ptr(i32, _redo_flags(b * m_blocks, dev), 4))
         f_main(*ins, ptr(bf, o_dst), ptr(f32, l_dst, 4), *finals, *sizes, stream)
-        if redo_kind(kind):  # the exact kernel over the tiles f_main poisoned (most CTAs exit at once)
-            f_redo, _, _, _ = compiled(redo_kind(kind), s, h, stages, direct=True, paired=paired)
+        if redo_kind(kind):  # the exact kernel over the tiles f_main poisoned
+            f_redo, _, _, _ = compiled(redo_kind(kind, one_split=not paired), s, h, stages, direct=True, paired=paired)
             f_redo(*ins, ptr(bf, o_dst), ptr(f32, l_dst, 4), *finals, *sizes, stream)
     else:
         f_main, f_comb, rows_pad, _ = compiled(kind, s, h, stages, paired=paired)
@@ -220,6 +224,25 @@ def run_split_combine(
     if not dense:
         out.copy_(o_dst)
         lse.copy_(l_dst)
+
+
+def reset_redo_flags() -> None:
+    """Zero every device's redo flags (a test that ran the stale-max kernel without its redo leaves some set)."""
+    for key, flags in _TAIL.items():
+        if key[0] == "redo_flags":
+            flags.zero_()
+
+
+def _redo_flags(n_tiles: int, dev: Any) -> Any:
+    """v57_cute's per-tile redo flags on ``dev``: zeroed once, then kept zero by the redo kernel (it zeroes each
+    flag it takes), so a call costs no memset.  One stream at a time may use a device's flags."""
+    import torch
+
+    key = ("redo_flags", str(dev))
+    hit = _TAIL.get(key)
+    if hit is None or hit.numel() < n_tiles:
+        hit = _TAIL[key] = torch.zeros(max(n_tiles, 1024), dtype=torch.int32, device=dev)
+    return hit
 
 
 def tail_buffers(plan: TailPlan, b: int, m_blocks: int, rows_pad: int, dev: Any) -> tuple[TailPlan, Any, Any, Any, int]:

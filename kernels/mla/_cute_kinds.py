@@ -37,8 +37,10 @@ TAIL_PROBES = ("sm90_seesaw_pair_tail_nomerge", "sm90_seesaw_pair_tail_nostore",
 #: (``_cute_seesaw_stale``: no fallback yet for a max rising by >~120 inside a pair); no version names them
 PAIR_PROBES = ("sm90_seesaw_pair_stale", "sm90_seesaw_pair_stale_vr")
 #: kinds whose launch is followed by a redo launch of an exact kind over the tiles it poisoned (v57_cute), and
-#: that redo kind (``redo_kind``; its kernel runs only the flagged tiles)
+#: that redo kind (``redo_kind``; its kernel runs only the flagged tiles): a guarded full grid that reads each
+#: tile's lse, and for one-split (direct, unpaired) shapes a persistent loop over a per-tile flag list
 REDO_KINDS = {"sm90_seesaw_pair_stale_redo": "sm90_seesaw_pair_c3early_redo"}
+REDO_LIST_KINDS = {"sm90_seesaw_pair_stale_redo": "sm90_seesaw_pair_persist_redo"}
 #: kinds with a timeline-probe twin ``<kind>_trace``: the same kernel with ``trace = True`` (``_cute_trace``)
 TRACEABLE = ("sm90_seesaw_ownp_evict", "sm90_seesaw_pair_bf16", "sm90_seesaw_pair_soft1", "sm90_seesaw_pair_early",
              "sm90_seesaw_pair_vrfirst", "sm90_seesaw_pair_tmao", "sm90_seesaw_pair_ilp", "sm90_seesaw_pair_prov",
@@ -59,7 +61,8 @@ KINDS = ("sm80", "sm80_dedup", "sm90", "sm90_pvfirst", "sm90_lazy", "sm90_bf16p"
          "sm90_seesaw_pair_c3split", "sm90_seesaw_pair_c3freea", "sm90_seesaw_pair_c3m0",
          "sm90_seesaw_pair_c3freem0", "sm90_seesaw_pair_c3pv", "sm90_seesaw_pair_c3m0pv",
          *READER_RELOAD_KINDS, *BFIRST_KINDS, *PERSISTENT_KINDS, *TAIL_KINDS, *TAIL_PROBES,
-         *PAIR_PROBES, *REDO_KINDS, *REDO_KINDS.values()) + RING_PROBES + tuple(f"{k}_trace" for k in TRACEABLE)
+         *PAIR_PROBES, *REDO_KINDS, *REDO_KINDS.values(), *REDO_LIST_KINDS.values()) + RING_PROBES + tuple(
+             f"{k}_trace" for k in TRACEABLE)
 
 
 def check_kind(kind: str) -> None:
@@ -108,12 +111,13 @@ def kernel_class(kind: str) -> Any:
             from kforge_kernels.mla import _cute_seesaw_pair as sp
             from kforge_kernels.mla import _cute_seesaw_soft1 as s1
 
-            if kind in PERSISTENT_KINDS:
+            if kind in PERSISTENT_KINDS or kind in REDO_LIST_KINDS.values():
                 from kforge_kernels.mla import _cute_persistent as ps
 
                 return {"sm90_seesaw_pair_persist": ps.MlaSplitSm90SeesawPersistent,
                         "sm90_seesaw_pair_persistql": ps.MlaSplitSm90SeesawPersistentQLast,
-                        "sm90_seesaw_pair_persistqe": ps.MlaSplitSm90SeesawPersistentQEarly}[kind]
+                        "sm90_seesaw_pair_persistqe": ps.MlaSplitSm90SeesawPersistentQEarly,
+                        "sm90_seesaw_pair_persist_redo": ps.MlaSplitSm90SeesawPersistentRedo}[kind]
             if kind in BFIRST_KINDS:
                 from kforge_kernels.mla import _cute_seesaw_bfirst as bf
 
@@ -209,9 +213,16 @@ def takes_finals(kind: str) -> bool:
     return kind.startswith("sm90")
 
 
-def redo_kind(kind: str) -> str | None:
-    """The exact kind whose guarded launch follows ``kind``'s and recomputes the tiles it poisoned, or None."""
-    return REDO_KINDS.get(kind)
+def redo_kind(kind: str, *, one_split: bool = False) -> str | None:
+    """The exact kind whose launch follows ``kind``'s and recomputes the tiles it poisoned, or None: for a
+    one-split (direct, unpaired) shape the persistent list redo, else the guarded full grid."""
+    return (REDO_LIST_KINDS if one_split and kind in REDO_LIST_KINDS else REDO_KINDS).get(kind)
+
+
+def writes_redo_flags(kind: str) -> bool:
+    """Whether ``kind``'s one-split (direct, unpaired) kernel writes a per-tile redo flag through its counter
+    argument, which must then be the zeroed flags (``_cute_host._redo_flags``), never a placeholder."""
+    return kind in REDO_LIST_KINDS
 
 
 def fused(kind: str) -> bool:

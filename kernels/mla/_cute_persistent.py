@@ -48,6 +48,8 @@ class MlaSplitSm90SeesawPersistent(MlaSplitSm90SeesawPairC3Early):
     persistent = True
     #: CTAs of the looping grid: the H200's SM count (one 227 KB CTA fits per SM)
     max_ctas = 132
+    #: run only the tiles whose int32 in the counter argument is non-zero, and zero it (v57_cute's redo)
+    redo_list = False
 
     @cute.jit
     def _persistent_cta(self, tidx, wg, warp_idx, tma_q, tQgQ, tQsQ, tma_kv, tKgK, tKsK, q_pipe, kv_pipe, mBT, mLens,
@@ -60,21 +62,60 @@ class MlaSplitSm90SeesawPersistent(MlaSplitSm90SeesawPairC3Early):
             cute.arch.setmaxregister_decrease(self.regs_producer)
             if warp_idx == 0:
                 self._persistent_producer(first, step, n_tiles, tma_q, tQgQ, tQsQ, tma_kv, tKgK, tKsK, q_pipe, kv_pipe,
-                                          mBT, mLens)
+                                          mBT, mLens, mSem)
         else:
             cute.arch.setmaxregister_increase(self.regs_consumer)
             parts = self._seesaw_parts(qk_mma, pv_mma, rs_mmas, tidx, wg, 0, 0, 0, q_pipe, sQ, sKV, sV, sRed, mOp)
             q_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, 1)
             passes = cutlass.Int32(0)  # ring passes (page pairs) of the tiles before this one
+            pre = self._flags_ahead(mSem, first, step, n_tiles) if cutlass.const_expr(self.redo_list) else None
             for tile in cutlass.range(first, n_tiles, step, unroll=1):
-                m_block = tile % self.m_blocks
-                bi = tile // self.m_blocks
-                t = mLens[bi]
-                n_pages = (t + PAGE - 1) // PAGE
-                self._seesaw_tile(parts, m_block, bi, 0, t, 0, n_pages, n_pages, q_pipe, kv_pipe, mOp, mLp, mOut,
-                                  mLse, mSem, scale_log2, q_state=q_state, ph0=passes)
-                q_state.advance()
-                passes = passes + (n_pages + 1) // 2
+                if cutlass.const_expr(self.redo_list):
+                    if self._flag_of(mSem, pre, tile, first, step) != 0:  # flagged by v57_cute's stale-max kernel
+                        n_pages = self._consumer_tile(parts, tile, mLens, q_pipe, kv_pipe, mOp, mLp, mOut, mLse, mSem,
+                                                      scale_log2, q_state, passes)
+                        q_state.advance()
+                        passes = passes + (n_pages + 1) // 2
+                        if tidx == 128:
+                            mSem[tile] = 0  # read by every warp that needed it (they passed the tile's barriers)
+                else:
+                    n_pages = self._consumer_tile(parts, tile, mLens, q_pipe, kv_pipe, mOp, mLp, mOut, mLse, mSem,
+                                                  scale_log2, q_state, passes)
+                    q_state.advance()
+                    passes = passes + (n_pages + 1) // 2
+
+    @cute.jit
+    def _consumer_tile(self, parts, tile, mLens, q_pipe, kv_pipe, mOp, mLp, mOut, mLse, mSem, scale_log2, q_state,
+                       passes):
+        """The consumers' tile ``tile`` of the loop (``passes``: the ring passes before it); returns its page count
+        (the caller advances ``q_state``, as a state changed inside a helper does not leave a staged branch, then
+        the passes)."""
+        m_block = tile % self.m_blocks
+        bi = tile // self.m_blocks
+        t = mLens[bi]
+        n_pages = (t + PAGE - 1) // PAGE
+        self._seesaw_tile(parts, m_block, bi, 0, t, 0, n_pages, n_pages, q_pipe, kv_pipe, mOp, mLp, mOut,
+                          mLse, mSem, scale_log2, q_state=q_state, ph0=passes)
+        return n_pages
+
+    @cute.jit
+    def _flags_ahead(self, mSem, first, step, n_tiles):
+        """Lane j's redo flag of this CTA's j-th tile (0 past the last): one load per warp for up to 32 tiles, so
+        a loop with nothing flagged waits for memory once, not once per tile."""
+        tile = first + cute.arch.lane_idx() * step
+        pre = cutlass.Int32(0)
+        if tile < n_tiles:
+            pre = mSem[tile]
+        return pre
+
+    @cute.jit
+    def _flag_of(self, mSem, pre, tile, first, step):
+        """The redo flag of ``tile`` (warp-uniform): from ``_flags_ahead``'s lanes, or memory past the 32nd tile."""
+        i = (tile - first) // step
+        flag = cute.arch.shuffle_sync(pre, i)
+        if i >= 32:
+            flag = mSem[tile]
+        return flag
 
     def _check_loopable(self) -> None:
         """Trace time: the loop supports none of the schedule flags that assume one tile per CTA (and needs the
@@ -92,37 +133,60 @@ class MlaSplitSm90SeesawPersistent(MlaSplitSm90SeesawPairC3Early):
 
     @cute.jit
     def _persistent_producer(self, first, step, n_tiles, tma_q, tQgQ, tQsQ, tma_kv, tKgK, tKsK, q_pipe, kv_pipe, mBT,
-                             mLens):
+                             mLens, mSem):
         """Warp 0 of the producer warpgroup: per tile, Q once its slot is free, then the pages in pairs."""
         cpasync.prefetch_descriptor(tma_q)
         cpasync.prefetch_descriptor(tma_kv)
         q_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, 1)
         kv_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages * self.kv_chunks)
-        for tile in cutlass.range(first, n_tiles, step, unroll=1):
-            m_block = tile % self.m_blocks
-            bi = tile // self.m_blocks
-            n_pages = (mLens[bi] + PAGE - 1) // PAGE
-            # Q's slot comes free only after the previous tile's epilogue, page A's and B's before it: after
-            # the first tile, the first pair's pages go out first and land while the epilogue runs (with
-            # loop_q_early the slot frees at the previous tile's last S GEMMs, before its pages: Q goes first)
-            n_load = (n_pages + 1) // 2 * 2  # an odd last page is followed by itself again: whole pairs of stages
-            q_at = cutlass.Int32(0 if self.loop_q_early else 2)  # the page before which Q goes out
+        if cutlass.const_expr(self.redo_list):
+            # only the flagged tiles (v57_cute's redo); the first of them takes the first tile's Q order
+            started = cutlass.Int32(0)
+            pre = self._flags_ahead(mSem, first, step, n_tiles)
+            for tile in cutlass.range(first, n_tiles, step, unroll=1):
+                if self._flag_of(mSem, pre, tile, first, step) != 0:
+                    q_state, kv_state = self._produce_tile(tile, first, started, tma_q, tQgQ, tQsQ, tma_kv, tKgK, tKsK,
+                                                           q_pipe, kv_pipe, mBT, mLens, q_state, kv_state)
+                    started = cutlass.Int32(1)
+        else:
+            for tile in cutlass.range(first, n_tiles, step, unroll=1):
+                q_state, kv_state = self._produce_tile(tile, first, None, tma_q, tQgQ, tQsQ, tma_kv, tKgK, tKsK, q_pipe,
+                                                       kv_pipe, mBT, mLens, q_state, kv_state)
+
+    @cute.jit
+    def _produce_tile(self, tile, first, started, tma_q, tQgQ, tQsQ, tma_kv, tKgK, tKsK, q_pipe, kv_pipe, mBT, mLens,
+                      q_state, kv_state):
+        """Q and the pages of tile ``tile``; the CTA's first tile (``first``; with ``redo_list`` the first one
+        taken, ``started == 0``) loads Q first.  Returns the pipeline states."""
+        m_block = tile % self.m_blocks
+        bi = tile // self.m_blocks
+        n_pages = (mLens[bi] + PAGE - 1) // PAGE
+        # Q's slot comes free only after the previous tile's epilogue, page A's and B's before it: after
+        # the first tile, the first pair's pages go out first and land while the epilogue runs (with
+        # loop_q_early the slot frees at the previous tile's last S GEMMs, before its pages: Q goes first)
+        n_load = (n_pages + 1) // 2 * 2  # an odd last page is followed by itself again: whole pairs of stages
+        q_at = cutlass.Int32(0 if self.loop_q_early else 2)  # the page before which Q goes out
+        if cutlass.const_expr(self.redo_list):
+            if started == 0:
+                q_at = cutlass.Int32(0)
+        else:
             if tile == first:
                 q_at = cutlass.Int32(0)
-            q_at = cutlass.min(q_at, n_load)  # a tile without pages still gets its Q (the spec has none)
-            for p in cutlass.range(0, n_load, unroll=1):
-                if p == q_at:
-                    self._load_q(tma_q, tQgQ, tQsQ, q_pipe, q_state, m_block, bi)
-                    q_state.advance()
-                page = mBT[bi, cutlass.min(p, n_pages - 1)]
-                for j in cutlass.range_constexpr(self.kv_chunks):
-                    kv_pipe.producer_acquire(kv_state)
-                    self._kv_copy(tma_kv, tKgK[(None, 0, j, page)], tKsK[(None, kv_state.index)],
-                                  kv_pipe.producer_get_barrier(kv_state))
-                    kv_state.advance()
-            if q_at == n_load:  # a one-pair tile after the first: Q after its two pages
+        q_at = cutlass.min(q_at, n_load)  # a tile without pages still gets its Q (the spec has none)
+        for p in cutlass.range(0, n_load, unroll=1):
+            if p == q_at:
                 self._load_q(tma_q, tQgQ, tQsQ, q_pipe, q_state, m_block, bi)
                 q_state.advance()
+            page = mBT[bi, cutlass.min(p, n_pages - 1)]
+            for j in cutlass.range_constexpr(self.kv_chunks):
+                kv_pipe.producer_acquire(kv_state)
+                self._kv_copy(tma_kv, tKgK[(None, 0, j, page)], tKsK[(None, kv_state.index)],
+                              kv_pipe.producer_get_barrier(kv_state))
+                kv_state.advance()
+        if q_at == n_load:  # a one-pair tile after the first: Q after its two pages
+            self._load_q(tma_q, tQgQ, tQsQ, q_pipe, q_state, m_block, bi)
+            q_state.advance()
+        return q_state, kv_state
 
     @cute.jit
     def _load_q(self, tma_q, tQgQ, tQsQ, q_pipe, q_state, m_block, bi):
@@ -144,4 +208,12 @@ class MlaSplitSm90SeesawPersistentQEarly(MlaSplitSm90SeesawPersistentQLast):
     (``loop_q_early``: Q's buffer given back after the last S GEMMs, O stored from registers)."""
 
     loop_q_early = True  # (the one-tile kernels of the same kind, decode's, keep the TMA-store epilogue)
+
+
+class MlaSplitSm90SeesawPersistentRedo(MlaSplitSm90SeesawPersistentQLast):
+    """v57_cute's redo for one-split shapes: v46_cute's loop over the tiles the stale-max kernel flagged (one int32
+    per tile, zeroed as the tile is taken), so a launch with nothing flagged is one wave of CTAs that read their
+    tiles' flags and exit, instead of the guarded full grid's ~8 waves on spec (``_cute_seesaw_stale``)."""
+
+    redo_list = True
 

@@ -68,8 +68,9 @@ class MlaSplitSm90SeesawPairStale(MlaSplitSm90SeesawPairC3Early):
         """The seesaw's epilogue, after poisoning the rows the stale max may have got wrong (``redo_fallback``):
         a row with a key sums to >= 1 against its final max (the max itself scores e^0) and one with none to 0,
         so a total < 0.5 beside a finite max, or a total that is not finite, marks an overflow or underflow
-        inside a pair (a rise past ``RISE_LIMIT`` was already made NaN by ``_next_max``) (tests/test_seesaw_algebra.py::test_stale_max_*); its lse becomes NaN, which the pair merge
-        and the direct store carry to the output lse the redo launch reads."""
+        inside a pair (tests/test_seesaw_algebra.py::test_stale_max_*; a rise past ``RISE_LIMIT`` was already
+        made NaN by ``_next_max``); its lse becomes NaN, which the pair merge and the direct store carry to the
+        output lse the guarded redo reads (one split: the tile's flag, set after the epilogue, too)."""
         if cutlass.const_expr(self.redo_fallback):
             for r in cutlass.range_constexpr(cute.size(total)):
                 tr = total[r]
@@ -178,7 +179,14 @@ class MlaSplitSm90SeesawPairStale(MlaSplitSm90SeesawPairC3Early):
         if cutlass.const_expr(self.redo_fallback):
             self._flag_rows(acc_O, row_sum, n_rows)
         self._hdr(mSem, ctid, 4 + c)  # loop end
-        self._pair_epilogue(acc_O, tOgO, tScS_mn, m_run, row_sum, sh4, m_block, bi, split, c, ctid, mLp, scale_log2)
+        total = self._pair_epilogue(acc_O, tOgO, tScS_mn, m_run, row_sum, sh4, m_block, bi, split, c, ctid, mLp,
+                                    scale_log2)
+        if cutlass.const_expr(self.redo_fallback and self.direct and not self.pair):
+            # one split, nothing merged: the tile also goes on the list the persistent redo walks (the host passes
+            # a zeroed int32 per tile in the counter argument's place; the redo zeroes what it takes)
+            for r in cutlass.range_constexpr(n_rows):
+                if total[r] != total[r]:
+                    mSem[bi * self.m_blocks + m_block] = 1
         self._hdr(mSem, ctid, 6 + c)  # epilogue (and pair merge) done
         if c == 0:
             self._hdr(mSem, ctid, 9, True)

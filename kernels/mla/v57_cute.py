@@ -13,13 +13,15 @@ The stale max is exact unless a row's max rises by more than ~120 (log2 units) i
 with a total < 0.5 beside a finite max, or a total or an O part that is not finite
 (tests/test_seesaw_algebra.py::test_stale_max_*), and every rise past 100 is flagged as it happens (a factor
 flushed to 0 as a subnormal would hide it); the first kernel makes such a row's lse NaN, and a second launch of
-v35_cute's exact kernel (kind ``sm90_seesaw_pair_c3early_redo``) recomputes every tile whose output lse holds a
-NaN.  Every other CTA of that launch reads its tile's 64 lse values and exits.
+v35_cute's exact kernel recomputes the tiles it poisoned.  With one split (spec) the first kernel also sets a
+per-tile int32 flag and the redo is v46_cute's persistent loop over the flagged tiles (kind
+``sm90_seesaw_pair_persist_redo``: one wave of CTAs, one flag load per warp, each flag zeroed as its tile is
+taken); otherwise (decode's merged pairs, split partials) it is the full grid guarded by the output lse (kind
+``sm90_seesaw_pair_c3early_redo``: each CTA reads its tile's 64 lse values and exits unless one is NaN).
 
 Prediction (before its first H200 run): correct on every test, including the max-rise test that forces the
-redo; decode 71-74 us (the probe's 70.9 plus one wave of 64 guard CTAs); spec 844-852 us (the probe's 842.2 plus
-the guarded launch: its 1,024 CTAs hold an SM's shared memory each, ~8 waves of launch, two L2 reads and exit,
-2-10 us depending on what a wave costs).
+redo; decode 71-74 us (the probe's 70.9 plus one wave of 64 guard CTAs); spec 843-847 us (the probe's 842.2 plus
+one wave of 132 redo CTAs that find nothing flagged: a launch, one load per warp, an exit).
 """
 
 from __future__ import annotations
