@@ -60,6 +60,9 @@ def test_host_refuses_unknown_kernels_before_compiling() -> None:
         host.compiled("sm80", 1, 128, 2, direct=True)  # v1's kernel has no direct epilogue
     with pytest.raises(ValueError, match="unknown"):
         _kinds().kernel_class("sm100")
+    for redo in ("sm90_seesaw_pair_c3early_redo", "sm90_seesaw_pair_persist_redo"):  # never a call's own kernel
+        with pytest.raises(ValueError, match="only runs behind its stale-max kind"):
+            host.run_split_combine(None, None, None, None, 1.0, None, None, {}, redo)
 
 
 @pytest.mark.parametrize("name", CUTE_VERSIONS)
@@ -160,14 +163,15 @@ def test_cute_version_matches_reference_on_gpu(name, b, s, h, lens, cfg) -> None
         assert res.ok, res.message
 
 
-def _max_rise_inputs(v, b, s, h, lens):
-    """Inputs whose sequence 0 scores ~208 (log2 units) from its second page on, its first page ~7: a max that
-    rises that far inside a pair overflows the stale-max kernel's P, so v57_cute must redo those tiles."""
+def _max_rise_inputs(v, b, s, h, lens, rising=(0,)):
+    """Inputs whose sequences ``rising`` score ~208 (log2 units) from their second page on, their first page ~7: a
+    max that rises that far inside a pair overflows the stale-max kernel's P, so v57_cute must redo those tiles."""
     params = {"b": b, "s": s, "t": max(lens), "h": h}
     inputs = v.spec.make_inputs(params, seed=5, device="cuda", seqlens=lens)
-    inputs["q"][0] = 3.0  # q . k = 576 * 6 against pages of 2.0: 144 after the scale (1/24), 208 in log2 units
-    pages = inputs["block_table"][0, 1:(lens[0] + 63) // 64].long()
-    inputs["kv_cache"][pages] = 2.0
+    for i in rising:
+        inputs["q"][i] = 3.0  # q . k = 576 * 6 against pages of 2.0: 144 after the scale (1/24), 208 in log2 units
+        pages = inputs["block_table"][i, 1:(lens[i] + 63) // 64].long()
+        inputs["kv_cache"][pages] = 2.0
     return params, inputs
 
 
@@ -207,6 +211,35 @@ def test_v57_cute_redoes_the_tiles_its_stale_max_overflowed(b, s, h, lens, cfg, 
     assert torch.isnan(outs["lse"][0]).any()
     res = compare_outputs("lse", outs["lse"][1:], ref["lse"][1:], v.spec.tolerances["lse"])
     assert res.ok, res.message
+
+
+def test_v57_cute_persistent_redo_takes_several_flagged_tiles_per_cta() -> None:
+    """One split, 2,200 sequences x 2 row blocks = 4,400 tiles on 132 CTAs (33-34 each): CTA 0 takes tiles 0, 132,
+    264, ... and the rising sequences 66 and 198 flag its 2nd and 4th (its first processed tile is not its first
+    tile, and an unflagged one lies between), sequence 2150 flags CTA 76's 33rd tile (past the 32 flags a warp
+    preloads).  The output must be exact and every flag zero again."""
+    why = _gpu_ready()
+    if why:
+        pytest.skip(why)
+    import torch
+
+    from pytest_kforge.spec import compare_outputs, poison_
+
+    v = load_version("mla", "v57_cute", kernels_dir=KDIR)
+    rising = (66, 198, 2150)
+    lens = [200 if i in rising else 64 for i in range(2200)]
+    params, inputs = _max_rise_inputs(v, 2200, 1, 128, lens, rising)
+    ref = v.spec.reference(inputs)
+    outs = v.spec.alloc_outputs(params, device="cuda")
+    poison_(outs)
+    v(config={"num_splits": 1}, **inputs, **outs)
+    torch.cuda.synchronize()
+    for n in v.spec.output_names:
+        res = compare_outputs(n, outs[n], ref[n], v.spec.tolerances[n])
+        assert res.ok, res.message
+    host = inspect.unwrap(v.module.run).__globals__
+    flags = [t for k, t in host["_TAIL"].items() if k[0] == "redo_flags"]
+    assert flags and all(int(t.abs().sum()) == 0 for t in flags)
 
 
 def _emulate_split_combine(inputs, splits: int):

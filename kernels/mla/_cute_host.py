@@ -14,14 +14,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from kforge_kernels.mla._cute_kinds import (bf16_partials, combine_class, fused, kernel_class, pair_exchange_global,
-                                            redo_kind, tail_balanced, takes_finals, writes_redo_flags)
+                                            redo_kind, redo_only, tail_balanced, takes_finals, writes_redo_flags)
 from kforge_kernels.mla._cute_tail_plan import MAX_PARTS, TailPlan, plan_tail
 
 D_QK, D_V, PAGE, BLOCK_M = 576, 512, 64, 64
 LOG2_E = 1.4426950408889634
 H200_SMS = 132
 _CACHE: dict[tuple, Any] = {}
-#: a tail-balanced kind's per-shape state (``_tail_state``), and v57_cute's redo flags per device (``_redo_flags``)
+#: a tail-balanced kind's per-shape state (``_tail_state``), and v57_cute's redo flags per stream (``_redo_flags``)
 _TAIL: dict[tuple, Any] = {}
 # extra cute.compile options, e.g. "--keep-ptx" to inspect registers with `ptxas -v`
 COMPILE_OPTIONS = os.environ.get("KFORGE_CUTE_OPTIONS", "")
@@ -154,6 +154,9 @@ def run_split_combine(
     and ``lse`` itself (no fp32 workspace, no combine launch).  ``trace_buf``: an int32 tensor of
     ``TRACE_PER_CTA`` words per CTA for a ``*_trace`` kind's timeline probe (``_cute_trace``).
     """
+    if redo_only(kind):
+        raise ValueError(f"kernel kind {kind!r} only runs behind its stale-max kind; run "
+                         f"'sm90_seesaw_pair_stale_redo' (v57_cute) instead.")
     import cuda.bindings.driver as cuda
     import cutlass
     import cutlass.cute as cute
@@ -200,7 +203,8 @@ def run_split_combine(
         if writes_redo_flags(kind) and not paired:
             # one split: f_main flags its poisoned tiles in a zeroed int32 per tile, which the persistent redo
             # walks and zeroes again (the counter argument's place; unused by these kinds otherwise)
-            finals = (*finals[:2], ptr(i32, _redo_flags(b * m_blocks, dev), 4))
+            flags = _redo_flags(b * m_blocks, dev, torch.cuda.current_stream(dev).cuda_stream)
+            finals = (*finals[:2], ptr(i32, flags, 4))
         f_main(*ins, ptr(bf, o_dst), ptr(f32, l_dst, 4), *finals, *sizes, stream)
         if redo_kind(kind):  # the exact kernel over the tiles f_main poisoned
             f_redo, _, _, _ = compiled(redo_kind(kind, one_split=not paired), s, h, stages, direct=True, paired=paired)
@@ -233,12 +237,13 @@ def reset_redo_flags() -> None:
             flags.zero_()
 
 
-def _redo_flags(n_tiles: int, dev: Any) -> Any:
-    """v57_cute's per-tile redo flags on ``dev``: zeroed once, then kept zero by the redo kernel (it zeroes each
-    flag it takes), so a call costs no memset.  One stream at a time may use a device's flags."""
+def _redo_flags(n_tiles: int, dev: Any, stream: int = 0) -> Any:
+    """v57_cute's per-tile redo flags for ``stream`` on ``dev``: zeroed once, then kept zero by the redo kernel (it
+    zeroes each flag it takes), so a call costs no memset.  One set per stream: a redo on another stream could
+    take a flag this stream's kernel just set."""
     import torch
 
-    key = ("redo_flags", str(dev))
+    key = ("redo_flags", str(dev), stream)
     hit = _TAIL.get(key)
     if hit is None or hit.numel() < n_tiles:
         hit = _TAIL[key] = torch.zeros(max(n_tiles, 1024), dtype=torch.int32, device=dev)

@@ -219,6 +219,12 @@ def redo_kind(kind: str, *, one_split: bool = False) -> str | None:
     return (REDO_LIST_KINDS if one_split and kind in REDO_LIST_KINDS else REDO_KINDS).get(kind)
 
 
+def redo_only(kind: str) -> bool:
+    """Whether ``kind`` is a redo kernel, launched only behind its stale-max kind (never as a call's kernel: its
+    counter argument must be the redo flags, and a guarded grid reads outputs an earlier kernel wrote)."""
+    return kind in REDO_KINDS.values() or kind in REDO_LIST_KINDS.values()
+
+
 def writes_redo_flags(kind: str) -> bool:
     """Whether ``kind``'s one-split (direct, unpaired) kernel writes a per-tile redo flag through its counter
     argument, which must then be the zeroed flags (``_cute_host._redo_flags``), never a placeholder."""
