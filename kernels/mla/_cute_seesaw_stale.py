@@ -1,4 +1,4 @@
-"""The stale-max seesaw (devlog run 21, "Next"): v35_cute's pair with no max passed inside a pair.
+"""v57_cute: the stale-max seesaw (devlog runs 21-22): v35_cute's pair with no max passed inside a pair.
 
 In the seesaw (``_cute_seesaw``) page B's softmax needs m0, the max after page A, so WG1's softmax waits for
 WG0's, and each warpgroup rescales its O half twice per pair (to m0, then to m1).  Here both warpgroups take
