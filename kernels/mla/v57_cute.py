@@ -20,7 +20,7 @@ taken); otherwise (decode's merged pairs, split partials) it is the full grid gu
 ``sm90_seesaw_pair_c3early_redo``: each CTA reads its tile's 64 lse values and exits unless one is NaN).
 
 Prediction (before its first H200 run): correct on every test, including the max-rise test that forces the
-redo; decode 71-74 us (the probe's 70.9 plus one wave of 64 guard CTAs); spec 843-847 us (the probe's 842.2 plus
+redo; decode 71-74 us (the probe's 70.9 plus one wave of 128 guard CTAs); spec 843-847 us (the probe's 842.2 plus
 one wave of 132 redo CTAs that find nothing flagged: a launch, one load per warp, an exit).
 """
 
