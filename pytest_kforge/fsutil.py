@@ -18,7 +18,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["atomic_write_text", "atomic_write_bytes", "file_lock", "replace_marked_block", "LockTimeout"]
+__all__ = ["atomic_write_text", "atomic_write_bytes", "atomic_write_gz_text", "read_text_gz", "file_lock",
+           "replace_marked_block", "LockTimeout"]
 
 
 class LockTimeout(TimeoutError):
@@ -27,6 +28,25 @@ class LockTimeout(TimeoutError):
 
 def atomic_write_text(path: str | Path, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_gz_text(path: str | Path, text: str) -> Path:
+    """``text`` gzipped into ``path`` atomically, with no timestamp in the gzip header (the same text gives the
+    same bytes, so a regenerated file does not show as changed); returns the path."""
+    import gzip
+
+    atomic_write_bytes(path, gzip.compress(text.encode("utf-8"), compresslevel=9, mtime=0))
+    return Path(path)
+
+
+def read_text_gz(path: str | Path, errors: str = "strict") -> str:
+    """A text file's contents, gunzipped when its name ends in ``.gz`` (raises OSError / EOFError on a bad gzip)."""
+    import gzip
+
+    p = Path(path)
+    if p.name.endswith(".gz"):
+        return gzip.decompress(p.read_bytes()).decode("utf-8", errors=errors)
+    return p.read_text(encoding="utf-8", errors=errors)
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:

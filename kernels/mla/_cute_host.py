@@ -138,8 +138,9 @@ def prepare(kind: str, params: Mapping[str, int], config: Mapping[str, Any], all
     _, slots, paired = split_plan(kind, splits)
     direct = allow_direct and slots == 1
     compiled(kind, s, h, stages, direct=direct, paired=paired)
-    if redo_kind(kind):
-        compiled(redo_kind(kind, one_split=direct and not paired), s, h, stages, direct=direct, paired=paired)
+    redo = redo_kind(kind, one_split=direct and not paired)
+    if redo:
+        compiled(redo, s, h, stages, direct=direct, paired=paired)
     if direct and _runs_tail(kind, paired):
         compiled(kind, s, h, stages)  # its tail grid (_cute_seesaw_tail)
 
@@ -206,8 +207,9 @@ def run_split_combine(
             flags = _redo_flags(b * m_blocks, dev, torch.cuda.current_stream(dev).cuda_stream)
             finals = (*finals[:2], ptr(i32, flags, 4))
         f_main(*ins, ptr(bf, o_dst), ptr(f32, l_dst, 4), *finals, *sizes, stream)
-        if redo_kind(kind):  # the exact kernel over the tiles f_main poisoned
-            f_redo, _, _, _ = compiled(redo_kind(kind, one_split=not paired), s, h, stages, direct=True, paired=paired)
+        redo = redo_kind(kind, one_split=not paired)
+        if redo:  # the exact kernel over the tiles f_main poisoned
+            f_redo, _, _, _ = compiled(redo, s, h, stages, direct=True, paired=paired)
             f_redo(*ins, ptr(bf, o_dst), ptr(f32, l_dst, 4), *finals, *sizes, stream)
     else:
         f_main, f_comb, rows_pad, _ = compiled(kind, s, h, stages, paired=paired)
@@ -221,8 +223,9 @@ def run_split_combine(
             f_main(*ins, *parts, ptr(bf, o_dst), ptr(f32, l_dst, 4), ptr(i32, sem, 4), *sizes, stream)
         else:
             f_main(*ins, *parts, *finals, *sizes, stream)
-            if redo_kind(kind):  # before the combine: it must read the recomputed partials
-                f_redo, _, _, _ = compiled(redo_kind(kind), s, h, stages, paired=paired)
+            redo = redo_kind(kind)
+            if redo:  # before the combine: it must read the recomputed partials
+                f_redo, _, _, _ = compiled(redo, s, h, stages, paired=paired)
                 f_redo(*ins, *parts, *finals, *sizes, stream)
             f_comb(*parts, ptr(bf, o_dst), ptr(f32, l_dst, 4), i32(b), i32(slots), stream)
     if not dense:

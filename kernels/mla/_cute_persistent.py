@@ -72,31 +72,27 @@ class MlaSplitSm90SeesawPersistent(MlaSplitSm90SeesawPairC3Early):
             for tile in cutlass.range(first, n_tiles, step, unroll=1):
                 if cutlass.const_expr(self.redo_list):
                     if self._flag_of(mSem, pre, tile, first, step) != 0:  # flagged by v57_cute's stale-max kernel
-                        n_pages = self._consumer_tile(parts, tile, mLens, q_pipe, kv_pipe, mOp, mLp, mOut, mLse, mSem,
-                                                      scale_log2, q_state, passes)
-                        q_state.advance()
-                        passes = passes + (n_pages + 1) // 2
+                        passes, q_state = self._consumer_tile(parts, tile, mLens, q_pipe, kv_pipe, mOp, mLp, mOut,
+                                                              mLse, mSem, scale_log2, q_state, passes)
                         if tidx == 128:
                             mSem[tile] = 0  # read by every warp that needed it (they passed the tile's barriers)
                 else:
-                    n_pages = self._consumer_tile(parts, tile, mLens, q_pipe, kv_pipe, mOp, mLp, mOut, mLse, mSem,
-                                                  scale_log2, q_state, passes)
-                    q_state.advance()
-                    passes = passes + (n_pages + 1) // 2
+                    passes, q_state = self._consumer_tile(parts, tile, mLens, q_pipe, kv_pipe, mOp, mLp, mOut, mLse,
+                                                          mSem, scale_log2, q_state, passes)
 
     @cute.jit
     def _consumer_tile(self, parts, tile, mLens, q_pipe, kv_pipe, mOp, mLp, mOut, mLse, mSem, scale_log2, q_state,
                        passes):
-        """The consumers' tile ``tile`` of the loop (``passes``: the ring passes before it); returns its page count
-        (the caller advances ``q_state``, as a state changed inside a helper does not leave a staged branch, then
-        the passes)."""
+        """The consumers' tile ``tile`` of the loop (``passes``: the ring passes before it); returns the passes
+        and the Q state after it (returned, as a state changed inside a helper does not leave a staged branch)."""
         m_block = tile % self.m_blocks
         bi = tile // self.m_blocks
         t = mLens[bi]
         n_pages = (t + PAGE - 1) // PAGE
         self._seesaw_tile(parts, m_block, bi, 0, t, 0, n_pages, n_pages, q_pipe, kv_pipe, mOp, mLp, mOut,
                           mLse, mSem, scale_log2, q_state=q_state, ph0=passes)
-        return n_pages
+        q_state.advance()
+        return passes + (n_pages + 1) // 2, q_state
 
     @cute.jit
     def _flags_ahead(self, mSem, first, step, n_tiles):

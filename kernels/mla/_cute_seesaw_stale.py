@@ -110,12 +110,8 @@ class MlaSplitSm90SeesawPairStale(MlaSplitSm90SeesawPairC3Early):
 
         if c == 0:
             for k in cutlass.range(n_pairs, unroll=1):
-                ph = k % 2
-                pa, has_b = self._pair_pages(k, p_begin, p_end)
-                self._ev(mSem, ctid, c, k, 0)
-                acc_S = self._s_page(kv_pipe, qk_mma, s_shape, tSrQ, tSrK, 0, ph, True, q_regs)
-                self._ev(mSem, ctid, c, k, 1)  # S_A issued
-                self._rescale(acc_O, factor)  # to m_k, beside S_A (pair k-1's P V are done)
+                ph, pa, has_b, acc_S = self._pair_begin(kv_pipe, qk_mma, s_shape, tSrQ, tSrK, q_regs, acc_O, factor, k,
+                                                        0, p_begin, p_end, mSem, ctid, c)
                 warpgroup.wait_group(0)
                 self._ev(mSem, ctid, c, k, 2)  # S_A done
                 self._stale_softmax(acc_S, tScS_mn, pa, first_masked_pos, m_block, scale_log2, m_run, rm_own,
@@ -147,13 +143,8 @@ class MlaSplitSm90SeesawPairStale(MlaSplitSm90SeesawPairC3Early):
                                    scale_log2, m_run, rm_own, row_sum, factor, mSem, ctid, c)
             else:
                 for k in cutlass.range(n_pairs, unroll=1):
-                    ph = k % 2
-                    pa, has_b = self._pair_pages(k, p_begin, p_end)
-                    self._ev(mSem, ctid, c, k, 0)
-                    # no page B: S all -inf, so P 0 and rowmax -inf
-                    acc_S = self._s_page(kv_pipe, qk_mma, s_shape, tSrQ, tSrK, 1, ph, has_b, q_regs)
-                    self._ev(mSem, ctid, c, k, 1)  # S_B issued
-                    self._rescale(acc_O, factor)
+                    ph, pa, has_b, acc_S = self._pair_begin(kv_pipe, qk_mma, s_shape, tSrQ, tSrK, q_regs, acc_O, factor,
+                                                            k, 1, p_begin, p_end, mSem, ctid, c)
                     warpgroup.wait_group(0)
                     self._ev(mSem, ctid, c, k, 2)  # S_B done
                     if k == 0:
@@ -192,6 +183,20 @@ class MlaSplitSm90SeesawPairStale(MlaSplitSm90SeesawPairC3Early):
             self._hdr(mSem, ctid, 9, True)
 
     @cute.jit
+    def _pair_begin(self, kv_pipe, qk_mma, s_shape, tSrQ, tSrK, q_regs, acc_O, factor, k, page, p_begin, p_end, mSem,
+                    ctid, c):
+        """Pair k's start for the warpgroup of ``page`` (0: A, 1: B): the page's S GEMM issued, then this
+        warpgroup's O rescaled to m_k beside it (pair k-1's P V are done).  A missing page B (an odd last page)
+        gives S all -inf, so P 0 and rowmax -inf.  Returns (ring phase, page A's index, page B exists, S)."""
+        ph = k % 2
+        pa, has_b = self._pair_pages(k, p_begin, p_end)
+        self._ev(mSem, ctid, c, k, 0)
+        acc_S = self._s_page(kv_pipe, qk_mma, s_shape, tSrQ, tSrK, page, ph, True if page == 0 else has_b, q_regs)
+        self._ev(mSem, ctid, c, k, 1)  # S issued
+        self._rescale(acc_O, factor)
+        return ph, pa, has_b, acc_S
+
+    @cute.jit
     def _wg1_vr_first(self, kv_pipe, qk_mma, pv_mma, pv_rs, s_shape, tSrQ, tSrK, q_regs, tOrP, tOrV, tPsP, tScS_mn,
                       frag_layout, acc_O, sh, n_pairs, p_begin, p_end, first_masked_pos, m_block, scale_log2, m_run,
                       rm_own, row_sum, factor, mSem, ctid, c):
@@ -201,12 +206,8 @@ class MlaSplitSm90SeesawPairStale(MlaSplitSm90SeesawPairC3Early):
         3,355 instead of 3,720 cycles).  The plain stale loop puts page B's softmax first, and run 22's trace
         found P_A V_AR, and with it page A's release, ~1,000 cycles later."""
         for k in cutlass.range(n_pairs, unroll=1):
-            ph = k % 2
-            pa, has_b = self._pair_pages(k, p_begin, p_end)
-            self._ev(mSem, ctid, c, k, 0)
-            acc_S = self._s_page(kv_pipe, qk_mma, s_shape, tSrQ, tSrK, 1, ph, has_b, q_regs)
-            self._ev(mSem, ctid, c, k, 1)  # S_B issued
-            self._rescale(acc_O, factor)  # to m_k, beside S_B
+            ph, pa, has_b, acc_S = self._pair_begin(kv_pipe, qk_mma, s_shape, tSrQ, tSrK, q_regs, acc_O, factor, k, 1,
+                                                    p_begin, p_end, mSem, ctid, c)
             cute.arch.barrier(barrier_id=BAR_S0, number_of_threads=CONSUMERS)
             self._ev(mSem, ctid, c, k, 3)  # P_A and rowmax S_A arrived
             if k == 0:

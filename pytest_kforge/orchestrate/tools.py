@@ -74,15 +74,12 @@ class Toolbox:
             return f"ERROR: {path} leaves the project; read only files inside it"
         if not full.is_file():
             return f"ERROR: {path} does not exist; list what exists with search_knowledge or read a known file"
-        if full.name.endswith(".gz"):  # report twins and raw ncu CSVs are stored gzipped
-            import gzip
+        from pytest_kforge.fsutil import read_text_gz
 
-            try:
-                text = gzip.decompress(full.read_bytes()).decode("utf-8", errors="replace")
-            except (OSError, EOFError) as exc:
-                return f"ERROR: {path} is not a readable gzip file ({exc}); read the .md report beside it"
-        else:
-            text = full.read_text(encoding="utf-8", errors="replace")
+        try:  # report twins and raw ncu CSVs are stored gzipped
+            text = read_text_gz(full, errors="replace")
+        except (OSError, EOFError) as exc:
+            return f"ERROR: {path} is not a readable gzip file ({exc}); read the .md report beside it"
         return text if len(text) <= _MAX_READ else text[:_MAX_READ] + f"\n[... truncated at {_MAX_READ} chars]"
 
     def tool_write_file(self, path: str, content: str) -> str:

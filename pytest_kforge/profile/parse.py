@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import gzip
 import io
 import os
 import shutil
 import sys
 from pathlib import Path
 
+from ..fsutil import atomic_write_gz_text, read_text_gz
 from .metrics import METRICS, parse_number, resolve
 
 __all__ = ["KernelRecord", "parse_raw_csv", "read_ncu_report", "load_records", "NcuParseError"]
@@ -139,17 +139,12 @@ def read_ncu_report(path: str | Path) -> list[KernelRecord] | None:
 
 def read_csv_text(path: str | Path) -> str:
     """A raw ncu CSV's text, from ``<name>.csv`` or gzipped ``<name>.csv.gz`` (how reports keep them)."""
-    p = Path(path)
-    if p.name.endswith(".gz"):
-        return gzip.decompress(p.read_bytes()).decode("utf-8")
-    return p.read_text(encoding="utf-8")
+    return read_text_gz(path)
 
 
 def write_csv_gz(path: str | Path, text: str) -> Path:
     """Write a raw ncu CSV gzipped (no timestamp in the header, so the same text gives the same bytes)."""
-    p = Path(path)
-    p.write_bytes(gzip.compress(text.encode("utf-8"), compresslevel=9, mtime=0))
-    return p
+    return atomic_write_gz_text(path, text)
 
 
 def load_records(*, csv_path: str | Path | None = None, rep_path: str | Path | None = None) -> list[KernelRecord]:

@@ -12,7 +12,6 @@ older versions (or by hand, in tests) still count.
 from __future__ import annotations
 
 import dataclasses
-import gzip
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -256,14 +255,13 @@ def write_report(report: ProfileReport, out_dir: str | Path) -> tuple[Path, Path
     The gzip header carries no timestamp, so the same report gives the same bytes; a plain
     ``<trial>.json`` left by an older version is removed (it would shadow nothing, but mislead a reader).
     """
-    from pytest_kforge.fsutil import atomic_write_bytes, atomic_write_text
+    from pytest_kforge.fsutil import atomic_write_gz_text, atomic_write_text
 
     out = Path(out_dir)
     trial = report.data["trial"]
     md, js = out / f"{trial}.md", out / f"{trial}.json.gz"
     atomic_write_text(md, report.markdown)
-    text = json.dumps(report.data, indent=1, sort_keys=False) + "\n"
-    atomic_write_bytes(js, gzip.compress(text.encode("utf-8"), compresslevel=9, mtime=0))
+    atomic_write_gz_text(js, json.dumps(report.data, indent=1, sort_keys=False) + "\n")
     (out / f"{trial}.json").unlink(missing_ok=True)
     return md, js
 
@@ -276,9 +274,10 @@ def load_report_json(path: str | Path) -> dict[str, Any] | None:
         p = p.with_name(p.name + ".gz")
     if not p.exists():
         return None
+    from pytest_kforge.fsutil import read_text_gz
+
     try:
-        raw = p.read_bytes()
-        return json.loads(gzip.decompress(raw) if p.name.endswith(".gz") else raw)
+        return json.loads(read_text_gz(p))
     except (OSError, ValueError, EOFError):
         return None
 

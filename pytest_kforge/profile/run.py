@@ -14,7 +14,7 @@ from typing import Any
 from .collect import DEFAULT_TIMEOUT_S, available_metrics, collect, find_ncu
 from .features import version_features
 from .parse import NcuParseError, load_records
-from .report import build_report, load_report_json, perf_block, write_report
+from .report import build_report, load_report_json, perf_block, report_json_path, write_report
 
 __all__ = ["TrialOutcome", "profile_version"]
 
@@ -119,7 +119,8 @@ def profile_version(kernel: str, version: str, trials: Sequence[str] | None = No
                                                    f"only {csv_path.name}; the metrics come from that raw CSV")
                 (out_dir / f"{trial}.ncu-rep").unlink(missing_ok=True)  # never a stale one from an older run
         else:
-            for ext in (".md", ".json", ".json.gz", ".csv", ".csv.gz"):  # a fault must not leave an older profile looking current
+            # a fault must not leave an older profile looking current
+            for ext in (".md", ".json", ".json.gz", ".csv", ".csv.gz"):
                 (out_dir / f"{trial}{ext}").unlink(missing_ok=True)
             got = collect(kernel, version, trial, out_dir=out_dir, ncu=ncu, timeout_s=timeout_s, kernels_dir=kdir,
                           available=available, cwd=root, params=p if p != dict(tc.params) else None)
@@ -142,7 +143,7 @@ def profile_version(kernel: str, version: str, trials: Sequence[str] | None = No
             continue
         if bench_us and trial in bench_us:
             extra["bench_median_us"] = bench_us[trial]
-        base = load_report_json(reports / kernel / base_name / f"{trial}.json") if base_name else None
+        base = load_report_json(report_json_path(reports / kernel / base_name, trial)) if base_name else None
         applied = version_features(kdir, kernel, version, declared=declared, loaded=loaded)
         try:
             rep = build_report(kernel, version, trial, p, records, flops=spec.flops(p), min_bytes=spec.min_bytes(p),

@@ -123,12 +123,11 @@ class OfflineProfiler:
             context.exchange.setdefault("commands", []).append(out.command)
             if not out.ok:
                 context.notes.append(f"profiling {version} {trial} failed ({out.reason}); using suite timings")
-        twin = report_json_path(reports / kernel / version, trial)  # profiling may just have written it
-        data = load_report_json(twin)
+        data = load_report_json(path)  # the same path the profiling, if it ran, just wrote
         if data is not None:
             from ..suite import contract_from_report
 
-            context.exchange.setdefault("sources", []).append(str(twin))
+            context.exchange.setdefault("sources", []).append(str(path))
             return contract_from_report(data)
         context.notes.append(f"{version} {trial}: no ncu report; contract derived from the suite results JSON")
         context.exchange.setdefault("sources", []).append("suite results JSON")
