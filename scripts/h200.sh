@@ -268,8 +268,10 @@ candidates)
   elif [ -z "$V" ]; then
     log "candidates: only probe kinds: their self-check timings (beside $BEST) are the comparison"
   else
-    TAIL=20 run compare "${COMPARE_S:-150}" python3 -m benchmarks.compare --kernel mla --versions "$BEST,$V" \
-        --peers flashinfer_fa3 --trial decode,spec --rounds 60 --out "$KF/peers.md" --json "$KF/peers.json"
+    # SKIP_COMPARE=1: the harness alone (the peers' side-by-side costs ~90 s)
+    [ -n "${SKIP_COMPARE:-}" ] || TAIL=20 run compare "${COMPARE_S:-150}" python3 -m benchmarks.compare --kernel mla \
+        --versions "$BEST,$V" --peers flashinfer_fa3 --trial decode,spec --rounds 60 --out "$KF/peers.md" \
+        --json "$KF/peers.json"
     n=$(echo "$BEST,$V" | tr ',' '\n' | sort -u | grep -c .); [ "$n" -le 4 ] || n=4  # workers share the GPU
     TAIL=30 run harness "${HARNESS_S:-200}" python3 -m pytest --kernel mla --kernel-version "$BEST,$V" -n "$n" \
         --kforge-workers-per-gpu "$n" --kforge-examples 8 -p no:cacheprovider --kforge-json="$KF/suite.json"

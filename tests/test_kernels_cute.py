@@ -175,13 +175,15 @@ def _max_rise_inputs(v, b, s, h, lens, rising=(0,)):
     return params, inputs
 
 
+@pytest.mark.parametrize("name", ["v57_cute", "v58_cute", "v59_cute"])
 @pytest.mark.parametrize("b,s,h,lens,cfg", [
     # split partials merged in pairs, then the combine (15 -> 16 splits; 4 splits)
     (2, 1, 128, [4100, 300], {}), (3, 4, 16, [700, 64, 4], {"num_splits": 4}),
-    # the direct outputs: a merged pair (2 splits), and one split (the TMA store epilogue)
+    # the direct outputs: a merged pair (2 splits), and one split (the TMA store epilogue; v58_cute: the
+    # persistent loop, with an odd page count in sequence 0, and its in-kernel redo)
     (2, 1, 128, [4100, 300], {"num_splits": 2}), (3, 4, 16, [700, 64, 4], {"num_splits": 1}),
 ])
-def test_v57_cute_redoes_the_tiles_its_stale_max_overflowed(b, s, h, lens, cfg, monkeypatch) -> None:
+def test_stale_max_versions_redo_the_tiles_the_stale_max_overflowed(name, b, s, h, lens, cfg, monkeypatch) -> None:
     why = _gpu_ready()
     if why:
         pytest.skip(why)
@@ -189,7 +191,7 @@ def test_v57_cute_redoes_the_tiles_its_stale_max_overflowed(b, s, h, lens, cfg, 
 
     from pytest_kforge.spec import compare_outputs, poison_
 
-    v = load_version("mla", "v57_cute", kernels_dir=KDIR)
+    v = load_version("mla", name, kernels_dir=KDIR)
     params, inputs = _max_rise_inputs(v, b, s, h, lens)
     ref = v.spec.reference(inputs)
     outs = v.spec.alloc_outputs(params, device="cuda")
@@ -199,10 +201,23 @@ def test_v57_cute_redoes_the_tiles_its_stale_max_overflowed(b, s, h, lens, cfg, 
     for n in v.spec.output_names:
         res = compare_outputs(n, outs[n], ref[n], v.spec.tolerances[n])
         assert res.ok, res.message
+    # patch the host module the version's run really calls (a registry elsewhere may have reloaded kforge_kernels)
+    host = inspect.unwrap(v.module.run).__globals__
+    if name == "v58_cute" and cfg.get("num_splits") == 1:
+        # the redo runs inside the kernel, so it cannot be patched out: the stale pair with no fallback (the probe
+        # kind) must get these inputs wrong, and v58_cute's flags must all be zero again
+        _, _, probe = host["version_functions"]("stale-probe", "sm90_seesaw_pair_stale_vr", v.config)
+        poison_(outs)
+        probe(**inputs, out=outs["out"], lse=outs["lse"], config=cfg)
+        torch.cuda.synchronize()
+        assert not all(compare_outputs(n, outs[n], ref[n], v.spec.tolerances[n]).ok for n in v.spec.output_names)
+        flags = [t for k, t in host["_TAIL"].items() if k[0] == "redo_flags"]
+        assert flags and all(int(t.abs().sum()) == 0 for t in flags)
+        return
+    if name == "v59_cute" and cfg.get("num_splits") != 1:
+        return  # v35_cute's exact kernel on these shapes: nothing to redo
     # without the redo launch the first kernel leaves sequence 0's lse poisoned (NaN), the others exact: the
     # inputs do reach the fallback, and only where they should
-    # patch the host module v57_cute's run really calls (a registry elsewhere may have reloaded kforge_kernels)
-    host = inspect.unwrap(v.module.run).__globals__
     monkeypatch.setitem(host, "redo_kind", lambda kind, one_split=False: None)
     outs["lse"].fill_(0.0)  # finite: a NaN now is the kernel's own
     v(config=cfg, **inputs, **outs)
@@ -213,11 +228,13 @@ def test_v57_cute_redoes_the_tiles_its_stale_max_overflowed(b, s, h, lens, cfg, 
     assert res.ok, res.message
 
 
-def test_v57_cute_persistent_redo_takes_several_flagged_tiles_per_cta() -> None:
+@pytest.mark.parametrize("name", ["v57_cute", "v58_cute", "v59_cute"])
+def test_persistent_redo_takes_several_flagged_tiles_per_cta(name) -> None:
     """One split, 2,200 sequences x 2 row blocks = 4,400 tiles on 132 CTAs (33-34 each): CTA 0 takes tiles 0, 132,
     264, ... and the rising sequences 66 and 198 flag its 2nd and 4th (its first processed tile is not its first
     tile, and an unflagged one lies between), sequence 2150 flags CTA 76's 33rd tile (past the 32 flags a warp
-    preloads).  The output must be exact and every flag zero again."""
+    preloads).  The output must be exact and every flag zero again: v57_cute's redo launch, v58_cute's second loop
+    (after the first loop ran all 33-34 tiles of each CTA)."""
     why = _gpu_ready()
     if why:
         pytest.skip(why)
@@ -225,7 +242,7 @@ def test_v57_cute_persistent_redo_takes_several_flagged_tiles_per_cta() -> None:
 
     from pytest_kforge.spec import compare_outputs, poison_
 
-    v = load_version("mla", "v57_cute", kernels_dir=KDIR)
+    v = load_version("mla", name, kernels_dir=KDIR)
     rising = (66, 198, 2150)
     lens = [200 if i in rising else 64 for i in range(2200)]
     params, inputs = _max_rise_inputs(v, 2200, 1, 128, lens, rising)
@@ -362,16 +379,28 @@ def test_sm90_kinds_and_partial_dtypes() -> None:
         reg.kernel_class("sm91")
 
 
-def test_only_v57_cute_kind_has_a_redo_launch_and_its_redo_kind_is_exact_and_known() -> None:
+def test_only_the_stale_max_kinds_have_a_redo_and_their_redo_kinds_are_exact_and_known() -> None:
     """v57_cute's stale-max kind is followed by a launch of an exact kind (v35_cute's kernel: a guarded full grid, or
-    for one-split shapes a persistent loop over the tiles it flagged); the probe kinds and every other kind are not,
-    so no other version's launch sequence changed."""
+    for one-split shapes a persistent loop over the tiles it flagged); v58_cute's kind redoes one-split shapes in
+    its own second loop (no launch, flags written) and the others like v57_cute; the probe kinds and every other
+    kind have no redo, so no other version's launch sequence changed."""
     reg = _kinds()
     v = load_version("mla", "v57_cute", kernels_dir=KDIR)
-    kind = "sm90_seesaw_pair_stale_redo"
+    kind, inline = "sm90_seesaw_pair_stale_redo", "sm90_seesaw_pair_stale_inline"
     assert v.module.run.__qualname__ == "v57_cute.run" and reg.redo_kind(kind) == "sm90_seesaw_pair_c3early_redo"
-    assert {k for k in reg.KINDS if reg.redo_kind(k)} == {kind} == {k for k in reg.KINDS if reg.writes_redo_flags(k)}
+    assert load_version("mla", "v58_cute", kernels_dir=KDIR).module.run.__qualname__ == "v58_cute.run"
+    assert {k for k in reg.KINDS if reg.redo_kind(k)} == {kind, inline}
+    assert {k for k in reg.KINDS if reg.writes_redo_flags(k)} == {kind, inline}
+    assert reg.redo_kind(inline) == "sm90_seesaw_pair_c3early_redo" and reg.redo_kind(inline, one_split=True) is None
     assert reg.redo_kind(kind, one_split=True) == "sm90_seesaw_pair_persist_redo"
+    # v59_cute's per-shape kind: v57_cute's kind for one split, v35_cute's exact one (no redo) otherwise
+    per_shape = "sm90_seesaw_pair_stale_onesplit"
+    assert load_version("mla", "v59_cute", kernels_dir=KDIR).module.run.__qualname__ == "v59_cute.run"
+    assert reg.shape_kind(per_shape, one_split=True) == kind
+    assert reg.shape_kind(per_shape, one_split=False) == "sm90_seesaw_pair_c3early"
+    assert reg.shape_kind(kind, one_split=False) == kind and reg.redo_kind("sm90_seesaw_pair_c3early") is None
+    with pytest.raises(ValueError, match="shape_kind"):
+        reg.kernel_class(per_shape)
     for k in (kind, reg.redo_kind(kind), reg.redo_kind(kind, one_split=True)):
         reg.check_kind(k)
         assert not (reg.fused(k) or reg.tail_balanced(k) or reg.bf16_partials(k) or reg.pair_exchange_global(k))

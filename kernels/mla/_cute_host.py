@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from kforge_kernels.mla._cute_kinds import (bf16_partials, combine_class, fused, kernel_class, pair_exchange_global,
-                                            redo_kind, redo_only, tail_balanced, takes_finals, writes_redo_flags)
+                                            redo_kind, redo_only, shape_kind, tail_balanced, takes_finals,
+                                            writes_redo_flags)
 from kforge_kernels.mla._cute_tail_plan import MAX_PARTS, TailPlan, plan_tail
 
 D_QK, D_V, PAGE, BLOCK_M = 576, 512, 64, 64
@@ -137,6 +138,7 @@ def prepare(kind: str, params: Mapping[str, int], config: Mapping[str, Any], all
     splits = choose_splits(b * math.ceil(s * h / BLOCK_M), math.ceil(t / PAGE), config)
     _, slots, paired = split_plan(kind, splits)
     direct = allow_direct and slots == 1
+    kind = shape_kind(kind, one_split=direct and not paired)
     compiled(kind, s, h, stages, direct=direct, paired=paired)
     redo = redo_kind(kind, one_split=direct and not paired)
     if redo:
@@ -170,6 +172,7 @@ def run_split_combine(
     m_blocks = math.ceil(s * h / BLOCK_M)
     max_blocks = int(block_table.shape[1])
     splits, slots, paired = split_plan(kind, choose_splits(b * m_blocks, max_blocks, config))
+    kind = shape_kind(kind, one_split=allow_direct and slots == 1 and not paired)
     q, kv_cache = q.contiguous(), kv_cache.contiguous()
     # cp.async moves 16-byte chunks: an unaligned view (rare) gets an aligned copy
     q = q if q.data_ptr() % 16 == 0 else q.clone()

@@ -39,8 +39,15 @@ PAIR_PROBES = ("sm90_seesaw_pair_stale", "sm90_seesaw_pair_stale_vr")
 #: kinds whose launch is followed by a redo launch of an exact kind over the tiles it poisoned (v57_cute), and
 #: that redo kind (``redo_kind``; its kernel runs only the flagged tiles): a guarded full grid that reads each
 #: tile's lse, and for one-split (direct, unpaired) shapes a persistent loop over a per-tile flag list
-REDO_KINDS = {"sm90_seesaw_pair_stale_redo": "sm90_seesaw_pair_c3early_redo"}
+REDO_KINDS = {"sm90_seesaw_pair_stale_redo": "sm90_seesaw_pair_c3early_redo",
+              "sm90_seesaw_pair_stale_inline": "sm90_seesaw_pair_c3early_redo"}
 REDO_LIST_KINDS = {"sm90_seesaw_pair_stale_redo": "sm90_seesaw_pair_persist_redo"}
+#: stale-max kinds whose one-split (direct, unpaired) kernel redoes its flagged tiles itself, in a second loop of
+#: the persistent CTA (v58_cute): no redo launch there; their other shapes keep ``REDO_KINDS``' guarded launch
+INLINE_REDO_KINDS = ("sm90_seesaw_pair_stale_inline",)
+#: per-shape kinds (v59_cute): one kind for one-split (direct, unpaired) shapes, another for the rest -- resolved
+#: by ``shape_kind`` once the split plan is known; ``kernel_class`` never sees them
+SHAPE_KINDS = {"sm90_seesaw_pair_stale_onesplit": ("sm90_seesaw_pair_stale_redo", "sm90_seesaw_pair_c3early")}
 #: kinds with a timeline-probe twin ``<kind>_trace``: the same kernel with ``trace = True`` (``_cute_trace``)
 TRACEABLE = ("sm90_seesaw_ownp_evict", "sm90_seesaw_pair_bf16", "sm90_seesaw_pair_soft1", "sm90_seesaw_pair_early",
              "sm90_seesaw_pair_vrfirst", "sm90_seesaw_pair_tmao", "sm90_seesaw_pair_ilp", "sm90_seesaw_pair_prov",
@@ -61,7 +68,8 @@ KINDS = ("sm80", "sm80_dedup", "sm90", "sm90_pvfirst", "sm90_lazy", "sm90_bf16p"
          "sm90_seesaw_pair_c3split", "sm90_seesaw_pair_c3freea", "sm90_seesaw_pair_c3m0",
          "sm90_seesaw_pair_c3freem0", "sm90_seesaw_pair_c3pv", "sm90_seesaw_pair_c3m0pv",
          *READER_RELOAD_KINDS, *BFIRST_KINDS, *PERSISTENT_KINDS, *TAIL_KINDS, *TAIL_PROBES,
-         *PAIR_PROBES, *REDO_KINDS, *REDO_KINDS.values(), *REDO_LIST_KINDS.values()) + RING_PROBES + tuple(
+         *PAIR_PROBES, *REDO_KINDS, *REDO_KINDS.values(), *REDO_LIST_KINDS.values(),
+         *SHAPE_KINDS) + RING_PROBES + tuple(
              f"{k}_trace" for k in TRACEABLE)
 
 
@@ -83,8 +91,17 @@ def computes_output(kind: str) -> bool:
     return getattr(kernel_class(kind), "computes_output", True)
 
 
+def shape_kind(kind: str, *, one_split: bool) -> str:
+    """The kind that runs a shape: a per-shape kind's (``SHAPE_KINDS``) one-split or other kind, else ``kind``."""
+    pick = SHAPE_KINDS.get(kind)
+    return kind if pick is None else pick[0 if one_split else 1]
+
+
 def kernel_class(kind: str) -> Any:
     check_kind(kind)
+    if kind in SHAPE_KINDS:
+        raise ValueError(f"kernel kind {kind!r} picks a kernel per shape; resolve it with shape_kind(kind, "
+                         "one_split=...) first.")
     if kind.endswith("_trace"):
         return _traced(kernel_class(kind.removesuffix("_trace")))
     if kind == "sm80":
@@ -111,13 +128,14 @@ def kernel_class(kind: str) -> Any:
             from kforge_kernels.mla import _cute_seesaw_pair as sp
             from kforge_kernels.mla import _cute_seesaw_soft1 as s1
 
-            if kind in PERSISTENT_KINDS or kind in REDO_LIST_KINDS.values():
+            if kind in PERSISTENT_KINDS or kind in REDO_LIST_KINDS.values() or kind in INLINE_REDO_KINDS:
                 from kforge_kernels.mla import _cute_persistent as ps
 
                 return {"sm90_seesaw_pair_persist": ps.MlaSplitSm90SeesawPersistent,
                         "sm90_seesaw_pair_persistql": ps.MlaSplitSm90SeesawPersistentQLast,
                         "sm90_seesaw_pair_persistqe": ps.MlaSplitSm90SeesawPersistentQEarly,
-                        "sm90_seesaw_pair_persist_redo": ps.MlaSplitSm90SeesawPersistentRedo}[kind]
+                        "sm90_seesaw_pair_persist_redo": ps.MlaSplitSm90SeesawPersistentRedo,
+                        "sm90_seesaw_pair_stale_inline": ps.MlaSplitSm90SeesawPersistentStale}[kind]
             if kind in BFIRST_KINDS:
                 from kforge_kernels.mla import _cute_seesaw_bfirst as bf
 
@@ -216,6 +234,8 @@ def takes_finals(kind: str) -> bool:
 def redo_kind(kind: str, *, one_split: bool = False) -> str | None:
     """The exact kind whose launch follows ``kind``'s and recomputes the tiles it poisoned, or None: for a
     one-split (direct, unpaired) shape the persistent list redo, else the guarded full grid."""
+    if one_split and kind in INLINE_REDO_KINDS:
+        return None  # the kernel's own second loop
     return (REDO_LIST_KINDS if one_split and kind in REDO_LIST_KINDS else REDO_KINDS).get(kind)
 
 
@@ -228,7 +248,7 @@ def redo_only(kind: str) -> bool:
 def writes_redo_flags(kind: str) -> bool:
     """Whether ``kind``'s one-split (direct, unpaired) kernel writes a per-tile redo flag through its counter
     argument, which must then be the zeroed flags (``_cute_host._redo_flags``), never a placeholder."""
-    return kind in REDO_LIST_KINDS
+    return kind in REDO_LIST_KINDS or kind in INLINE_REDO_KINDS
 
 
 def fused(kind: str) -> bool:

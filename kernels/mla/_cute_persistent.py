@@ -39,7 +39,12 @@ import cutlass.pipeline as pipeline
 from cutlass.cute.nvgpu import cpasync
 
 from kforge_kernels.mla._cute_seesaw_pair import MlaSplitSm90SeesawPairC3Early
-from kforge_kernels.mla._cute_sm90_parts import PAGE
+from kforge_kernels.mla._cute_seesaw_stale import MlaSplitSm90SeesawPairStaleRedo
+from kforge_kernels.mla._cute_sm90_parts import CONSUMERS, PAGE
+
+#: named barrier (v58_cute): the consumers and the producer's loading warp meet after the stale loop, before the
+#: exact loop reads the flags the consumers set (ids 1-7 and 9-11 are the pair's, 8 the stagger kernels')
+BAR_REDO = 12
 
 
 class MlaSplitSm90SeesawPersistent(MlaSplitSm90SeesawPairC3Early):
@@ -50,6 +55,8 @@ class MlaSplitSm90SeesawPersistent(MlaSplitSm90SeesawPairC3Early):
     max_ctas = 132
     #: run only the tiles whose int32 in the counter argument is non-zero, and zero it (v57_cute's redo)
     redo_list = False
+    #: after the loop over every tile, loop again over the tiles it flagged, with the exact pair (v58_cute)
+    redo_inline = False
 
     @cute.jit
     def _persistent_cta(self, tidx, wg, warp_idx, tma_q, tQgQ, tQsQ, tma_kv, tKgK, tKsK, q_pipe, kv_pipe, mBT, mLens,
@@ -68,17 +75,36 @@ class MlaSplitSm90SeesawPersistent(MlaSplitSm90SeesawPairC3Early):
             parts = self._seesaw_parts(qk_mma, pv_mma, rs_mmas, tidx, wg, 0, 0, 0, q_pipe, sQ, sKV, sV, sRed, mOp)
             q_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, 1)
             passes = cutlass.Int32(0)  # ring passes (page pairs) of the tiles before this one
-            pre = self._flags_ahead(mSem, first, step, n_tiles) if cutlass.const_expr(self.redo_list) else None
-            for tile in cutlass.range(first, n_tiles, step, unroll=1):
-                if cutlass.const_expr(self.redo_list):
-                    if self._flag_of(mSem, pre, tile, first, step) != 0:  # flagged by v57_cute's stale-max kernel
-                        passes, q_state = self._consumer_tile(parts, tile, mLens, q_pipe, kv_pipe, mOp, mLp, mOut,
-                                                              mLse, mSem, scale_log2, q_state, passes)
-                        if tidx == 128:
-                            mSem[tile] = 0  # read by every warp that needed it (they passed the tile's barriers)
-                else:
+            if cutlass.const_expr(self.redo_list):
+                passes, q_state = self._consume_flagged(parts, first, step, n_tiles, tidx, mLens, q_pipe, kv_pipe, mOp,
+                                                        mLp, mOut, mLse, mSem, scale_log2, q_state, passes)
+            else:
+                for tile in cutlass.range(first, n_tiles, step, unroll=1):
                     passes, q_state = self._consumer_tile(parts, tile, mLens, q_pipe, kv_pipe, mOp, mLp, mOut, mLse,
                                                           mSem, scale_log2, q_state, passes)
+                if cutlass.const_expr(self.redo_inline):
+                    # the bulk stores of O must have landed before a redo of the same tile stores it again, and
+                    # every flag must be written before the barrier lets anyone read them
+                    cute.arch.cp_async_bulk_wait_group(0, read=False)
+                    cute.arch.barrier(barrier_id=BAR_REDO, number_of_threads=CONSUMERS + 32)
+                    self._exact(True)
+                    passes, q_state = self._consume_flagged(parts, first, step, n_tiles, tidx, mLens, q_pipe, kv_pipe,
+                                                            mOp, mLp, mOut, mLse, mSem, scale_log2, q_state, passes)
+                    self._exact(False)
+
+    @cute.jit
+    def _consume_flagged(self, parts, first, step, n_tiles, tidx, mLens, q_pipe, kv_pipe, mOp, mLp, mOut, mLse, mSem,
+                         scale_log2, q_state, passes):
+        """The consumers' loop over this CTA's tiles whose flag (an int32 in the counter argument) is set, each
+        zeroed after its tile; returns the passes and the Q state after it."""
+        pre = self._flags_ahead(mSem, first, step, n_tiles)
+        for tile in cutlass.range(first, n_tiles, step, unroll=1):
+            if self._flag_of(mSem, pre, tile, first, step) != 0:  # flagged by a stale-max loop (v57_cute, v58_cute)
+                passes, q_state = self._consumer_tile(parts, tile, mLens, q_pipe, kv_pipe, mOp, mLp, mOut, mLse, mSem,
+                                                      scale_log2, q_state, passes)
+                if tidx == 128:
+                    mSem[tile] = 0  # read by every warp that needed it (they passed the tile's barriers)
+        return passes, q_state
 
     @cute.jit
     def _consumer_tile(self, parts, tile, mLens, q_pipe, kv_pipe, mOp, mLp, mOut, mLse, mSem, scale_log2, q_state,
@@ -136,18 +162,32 @@ class MlaSplitSm90SeesawPersistent(MlaSplitSm90SeesawPairC3Early):
         q_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, 1)
         kv_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages * self.kv_chunks)
         if cutlass.const_expr(self.redo_list):
-            # only the flagged tiles (v57_cute's redo); the first of them takes the first tile's Q order
-            started = cutlass.Int32(0)
-            pre = self._flags_ahead(mSem, first, step, n_tiles)
-            for tile in cutlass.range(first, n_tiles, step, unroll=1):
-                if self._flag_of(mSem, pre, tile, first, step) != 0:
-                    q_state, kv_state = self._produce_tile(tile, first, started, tma_q, tQgQ, tQsQ, tma_kv, tKgK, tKsK,
-                                                           q_pipe, kv_pipe, mBT, mLens, q_state, kv_state)
-                    started = cutlass.Int32(1)
+            q_state, kv_state = self._produce_flagged(first, step, n_tiles, tma_q, tQgQ, tQsQ, tma_kv, tKgK, tKsK,
+                                                      q_pipe, kv_pipe, mBT, mLens, mSem, q_state, kv_state)
         else:
             for tile in cutlass.range(first, n_tiles, step, unroll=1):
                 q_state, kv_state = self._produce_tile(tile, first, None, tma_q, tQgQ, tQsQ, tma_kv, tKgK, tKsK, q_pipe,
                                                        kv_pipe, mBT, mLens, q_state, kv_state)
+            if cutlass.const_expr(self.redo_inline):
+                # wait for the consumers' last epilogue (and with it every flag of this CTA's tiles), then load the
+                # flagged tiles again for the exact loop; the first of them loads Q first (the consumers gave it back)
+                cute.arch.barrier(barrier_id=BAR_REDO, number_of_threads=CONSUMERS + 32)
+                q_state, kv_state = self._produce_flagged(first, step, n_tiles, tma_q, tQgQ, tQsQ, tma_kv, tKgK, tKsK,
+                                                          q_pipe, kv_pipe, mBT, mLens, mSem, q_state, kv_state)
+
+    @cute.jit
+    def _produce_flagged(self, first, step, n_tiles, tma_q, tQgQ, tQsQ, tma_kv, tKgK, tKsK, q_pipe, kv_pipe, mBT,
+                         mLens, mSem, q_state, kv_state):
+        """The producer's loop over the flagged tiles only (v57_cute's redo kernel, v58_cute's second loop); the
+        first of them takes the first tile's Q order.  Returns the pipeline states."""
+        started = cutlass.Int32(0)
+        pre = self._flags_ahead(mSem, first, step, n_tiles)
+        for tile in cutlass.range(first, n_tiles, step, unroll=1):
+            if self._flag_of(mSem, pre, tile, first, step) != 0:
+                q_state, kv_state = self._produce_tile(tile, first, started, tma_q, tQgQ, tQsQ, tma_kv, tKgK, tKsK,
+                                                       q_pipe, kv_pipe, mBT, mLens, q_state, kv_state)
+                started = cutlass.Int32(1)
+        return q_state, kv_state
 
     @cute.jit
     def _produce_tile(self, tile, first, started, tma_q, tQgQ, tQsQ, tma_kv, tKgK, tKsK, q_pipe, kv_pipe, mBT, mLens,
@@ -162,7 +202,7 @@ class MlaSplitSm90SeesawPersistent(MlaSplitSm90SeesawPairC3Early):
         # loop_q_early the slot frees at the previous tile's last S GEMMs, before its pages: Q goes first)
         n_load = (n_pages + 1) // 2 * 2  # an odd last page is followed by itself again: whole pairs of stages
         q_at = cutlass.Int32(0 if self.loop_q_early else 2)  # the page before which Q goes out
-        if cutlass.const_expr(self.redo_list):
+        if cutlass.const_expr(started is not None):  # the flagged loop (redo_list, or redo_inline's second loop)
             if started == 0:
                 q_at = cutlass.Int32(0)
         else:
@@ -213,3 +253,13 @@ class MlaSplitSm90SeesawPersistentRedo(MlaSplitSm90SeesawPersistentQLast):
 
     redo_list = True
 
+
+
+class MlaSplitSm90SeesawPersistentStale(MlaSplitSm90SeesawPairStaleRedo, MlaSplitSm90SeesawPersistentQLast):
+    """v58_cute: v57_cute's stale-max pair (WG1's P_A V_AR first, unsure rows flagged) in v46_cute's loop, and
+    then, in the same kernel, v35_cute's exact pair over the tiles the first loop flagged (``redo_inline``): no
+    second launch.  The CTA's producer warp and consumers meet at a barrier between the loops; each tile is
+    flagged by its consumers after its epilogue and zeroed by the exact loop.  Shapes that do not loop (decode's
+    merged pairs, split partials) run v57_cute's one-tile kernel and its guarded redo launch."""
+
+    redo_inline = True

@@ -21,8 +21,13 @@ warpgroup one pair ahead never overwrites a maximum the other has not read.
 Exact unless a max rises by more than ~120 (log2 units) inside a pair: P's bf16 shares fp32's exponent, so
 only such a rise overflows (or, with the reference 0, a row whose first scores are below ~-126 underflows).
 The numpy model (tests/test_seesaw_algebra.py::test_stale_max_*) shows every such row ends with a row sum < 0.5
-or not finite; **this kind has no fallback for them yet** (a version would re-run those tiles with v35_cute's
-kernel), so it is a probe kind: no version names it.  On the trial inputs (normal scores) it is exact.
+or not finite; the probe kinds have no fallback for them; v57_cute's kind poisons them (NaN lse) for a redo
+launch of v35_cute's exact kernel, and v58_cute's persistent kind (``_cute_persistent``) redoes them in the
+same kernel (``exact_pass``).  On the trial inputs (normal scores) it is exact.
+
+In the persistent loop (``ph0`` given) the ring's pass parity, and with it the maxima's slot parity, runs on
+across tiles; O starts from zero in every tile, and a tile with an odd page count passes the producer's
+stand-in page B through the ring, as v46_cute's loop does.
 """
 
 from __future__ import annotations
@@ -49,6 +54,14 @@ class MlaSplitSm90SeesawPairStale(MlaSplitSm90SeesawPairC3Early):
     stale_vr_first = False
     #: poison (NaN lse) every row the stale max may have got wrong, for a redo launch to recompute (v57_cute)
     redo_fallback = False
+    #: (trace time) the tiles being traced run v35_cute's exact pair: v58_cute's in-kernel redo loop sets it
+    #: around its second loop (``_exact``), so one kernel holds both pair loops
+    exact_pass = False
+
+    def _exact(self, on: bool) -> None:
+        """(trace time) Switch the exact pass on or off.  A method, not an assignment in a jit function: the DSL
+        would carry ``self`` through the branch around it."""
+        self.exact_pass = on
 
     @cute.jit
     def _flag_rows(self, acc_O, row_sum, n_rows):
@@ -71,7 +84,7 @@ class MlaSplitSm90SeesawPairStale(MlaSplitSm90SeesawPairC3Early):
         inside a pair (tests/test_seesaw_algebra.py::test_stale_max_*; a rise past ``RISE_LIMIT`` was already
         made NaN by ``_next_max``); its lse becomes NaN, which the pair merge and the direct store carry to the
         output lse the guarded redo reads (one split: the tile's flag, set after the epilogue, too)."""
-        if cutlass.const_expr(self.redo_fallback):
+        if cutlass.const_expr(self.redo_fallback and not self.exact_pass):
             for r in cutlass.range_constexpr(cute.size(total)):
                 tr = total[r]
                 if tr < 0.5:
@@ -85,11 +98,26 @@ class MlaSplitSm90SeesawPairStale(MlaSplitSm90SeesawPairC3Early):
     @cute.jit
     def _seesaw_tile(self, parts, m_block, bi, split, t, p_begin, p_end, n_iter, q_pipe, kv_pipe, mOp, mLp, mOut,
                      mLse, mSem, scale_log2, q_state=None, ph0=None):
-        """One tile: the stale-max pair loop over pages [p_begin, p_end), then the seesaw's epilogue."""
+        """One tile: the stale-max pair loop over pages [p_begin, p_end), then the seesaw's epilogue (in the exact
+        pass: v35_cute's tile)."""
+        if cutlass.const_expr(self.exact_pass):
+            MlaSplitSm90SeesawPairC3Early._seesaw_tile(self, parts, m_block, bi, split, t, p_begin, p_end, n_iter,
+                                                       q_pipe, kv_pipe, mOp, mLp, mOut, mLse, mSem, scale_log2,
+                                                       q_state=q_state, ph0=ph0)
+        else:
+            self._stale_tile(parts, m_block, bi, split, t, p_begin, p_end, n_iter, q_pipe, kv_pipe, mLp, mSem,
+                             scale_log2, q_state, ph0)
+
+    @cute.jit
+    def _stale_tile(self, parts, m_block, bi, split, t, p_begin, p_end, n_iter, q_pipe, kv_pipe, mLp, mSem,
+                    scale_log2, q_state, ph0):
+        """The stale-max tile (``_seesaw_tile``)."""
         (c, ctid, qk_mma, pv_mma, thr_qk, thr_pv, tSrQ, q_regs, tSrK, tOrV, tOrP, tPsP, tScS_mn, sh4,
          frag_layout, pv_rs, tOgO, acc_O) = parts
         self._refuse_flags("the stale-max pair", {
-            "a persistent loop": ph0 is not None, "early_issue": self.early_issue, "early_release": self.early_release,
+            "loop_q_early": self.loop_q_early,
+            "a persistent loop without stale_vr_first": ph0 is not None and not self.stale_vr_first,
+            "early_issue": self.early_issue, "early_release": self.early_release,
             "release_unread": self.release_unread, "wg1_free_unread_a": self.wg1_free_unread_a,
             "m0_first": self.m0_first, "wg0_pv_first": self.wg0_pv_first, "vr_first": self.vr_first,
             "wg1_softmax_first": self.wg1_softmax_first, "wg1_provisional": self.wg1_provisional,
@@ -101,23 +129,27 @@ class MlaSplitSm90SeesawPairStale(MlaSplitSm90SeesawPairC3Early):
         sh = cute.make_tensor(sh4.iterator, cute.make_layout((8, BLOCK_M), stride=(BLOCK_M, 1)))
         s_shape = thr_qk.partition_shape_C((BLOCK_M, PAGE))
         # m_run: m_k, the max of the pages before the pair; rm_own, factor: this pair's
+        looping = ph0 is not None  # a tile of the persistent loop (trace time)
+        if cutlass.const_expr(looping):
+            acc_O.fill(0.0)
         n_rows, m_run, row_sum, rm_own, factor = self._row_state(acc_O, 2)
         factor.fill(1.0)
         first_masked_pos = t - self.s + 1
 
-        self._consumer_begin(q_pipe, mSem, ctid, c)
+        q_state = self._consumer_begin(q_pipe, mSem, ctid, c, q_state if looping else None)
         n_pairs = (n_iter + 1) // 2
 
         if c == 0:
             for k in cutlass.range(n_pairs, unroll=1):
                 ph, pa, has_b, acc_S = self._pair_begin(kv_pipe, qk_mma, s_shape, tSrQ, tSrK, q_regs, acc_O, factor, k,
-                                                        0, p_begin, p_end, mSem, ctid, c)
+                                                        0, p_begin, p_end, mSem, ctid, c, ph0)
+                par = self._slot_parity(k, ph, ph0)
                 warpgroup.wait_group(0)
                 self._ev(mSem, ctid, c, k, 2)  # S_A done
                 self._stale_softmax(acc_S, tScS_mn, pa, first_masked_pos, m_block, scale_log2, m_run, rm_own,
                                     row_sum, k)
                 self._ev(mSem, ctid, c, k, 8)  # softmax arithmetic done
-                self._publish_max(sh, SLOT_MAX_A + k % 2, tScS_mn, rm_own)
+                self._publish_max(sh, SLOT_MAX_A + par, tScS_mn, rm_own)
                 rPa = self._bf16(acc_S)
                 self._store_p(rPa, tPsP[None, None, None, 0], c)
                 self._ev(mSem, ctid, c, k, 9)  # P stored and fenced
@@ -130,17 +162,20 @@ class MlaSplitSm90SeesawPairStale(MlaSplitSm90SeesawPairC3Early):
                 self._ev(mSem, ctid, c, k, 6)  # P_A V_AL done
                 cute.arch.barrier(barrier_id=BAR_S1, number_of_threads=CONSUMERS)
                 self._ev(mSem, ctid, c, k, 5)  # P_B and rowmax S_B arrived
-                self._next_max(sh, SLOT_MAX_B + k % 2, tScS_mn, scale_log2, m_run, rm_own, row_sum, factor)
+                self._next_max(sh, SLOT_MAX_B + par, tScS_mn, scale_log2, m_run, rm_own, row_sum, factor)
                 if has_b:
                     self._pv(kv_pipe, pv_mma, acc_O, tOrP[None, None, None, 1], tOrV, 1, ph, 0)
                     warpgroup.wait_group(0)
                     self._release(kv_pipe, 1, ph)
+                if cutlass.const_expr(looping):
+                    if pa + 1 >= p_end:
+                        self._release(kv_pipe, 1, ph)  # the producer's stand-in page B (_cute_persistent)
                 self._ev(mSem, ctid, c, k, 7)  # P_B V_BL done
         else:
             if cutlass.const_expr(self.stale_vr_first):
                 self._wg1_vr_first(kv_pipe, qk_mma, pv_mma, pv_rs, s_shape, tSrQ, tSrK, q_regs, tOrP, tOrV, tPsP,
                                    tScS_mn, frag_layout, acc_O, sh, n_pairs, p_begin, p_end, first_masked_pos, m_block,
-                                   scale_log2, m_run, rm_own, row_sum, factor, mSem, ctid, c)
+                                   scale_log2, m_run, rm_own, row_sum, factor, mSem, ctid, c, ph0)
             else:
                 for k in cutlass.range(n_pairs, unroll=1):
                     ph, pa, has_b, acc_S = self._pair_begin(kv_pipe, qk_mma, s_shape, tSrQ, tSrK, q_regs, acc_O, factor,
@@ -172,6 +207,8 @@ class MlaSplitSm90SeesawPairStale(MlaSplitSm90SeesawPairC3Early):
         self._hdr(mSem, ctid, 4 + c)  # loop end
         total = self._pair_epilogue(acc_O, tOgO, tScS_mn, m_run, row_sum, sh4, m_block, bi, split, c, ctid, mLp,
                                     scale_log2)
+        if cutlass.const_expr(looping):
+            q_pipe.consumer_release(q_state)  # O's TMA store has read Q's buffer: the next Q may land
         if cutlass.const_expr(self.redo_fallback and self.direct and not self.pair):
             # one split, nothing merged: the tile also goes on the list the persistent redo walks (the host passes
             # a zeroed int32 per tile in the counter argument's place; the redo zeroes what it takes)
@@ -184,11 +221,11 @@ class MlaSplitSm90SeesawPairStale(MlaSplitSm90SeesawPairC3Early):
 
     @cute.jit
     def _pair_begin(self, kv_pipe, qk_mma, s_shape, tSrQ, tSrK, q_regs, acc_O, factor, k, page, p_begin, p_end, mSem,
-                    ctid, c):
+                    ctid, c, ph0=None):
         """Pair k's start for the warpgroup of ``page`` (0: A, 1: B): the page's S GEMM issued, then this
         warpgroup's O rescaled to m_k beside it (pair k-1's P V are done).  A missing page B (an odd last page)
         gives S all -inf, so P 0 and rowmax -inf.  Returns (ring phase, page A's index, page B exists, S)."""
-        ph = k % 2
+        ph = self._pass_parity(k, ph0)
         pa, has_b = self._pair_pages(k, p_begin, p_end)
         self._ev(mSem, ctid, c, k, 0)
         acc_S = self._s_page(kv_pipe, qk_mma, s_shape, tSrQ, tSrK, page, ph, True if page == 0 else has_b, q_regs)
@@ -196,10 +233,16 @@ class MlaSplitSm90SeesawPairStale(MlaSplitSm90SeesawPairC3Early):
         self._rescale(acc_O, factor)
         return ph, pa, has_b, acc_S
 
+    @staticmethod
+    def _slot_parity(k, ph, ph0):
+        """Which of the two slots pair k's maxima cross in: k % 2, or in the persistent loop the ring pass's parity
+        ``ph`` (it runs on across tiles, so a warpgroup a pair ahead never reuses a slot the other still reads)."""
+        return k % 2 if ph0 is None else ph
+
     @cute.jit
     def _wg1_vr_first(self, kv_pipe, qk_mma, pv_mma, pv_rs, s_shape, tSrQ, tSrK, q_regs, tOrP, tOrV, tPsP, tScS_mn,
                       frag_layout, acc_O, sh, n_pairs, p_begin, p_end, first_masked_pos, m_block, scale_log2, m_run,
-                      rm_own, row_sum, factor, mSem, ctid, c):
+                      rm_own, row_sum, factor, mSem, ctid, c, ph0=None):
         """WG1's pair loop with v35_cute's order (P_A V_AR issued as soon as P_A arrives, page B's softmax while
         it runs) and the stale max: nothing stands between P_A's arrival and P_A V_AR (v35_cute adopts page A's
         max and rescales O_R there), so the pair's P V GEMMs finish sooner (run 22's probe: page B's stage held
@@ -207,31 +250,38 @@ class MlaSplitSm90SeesawPairStale(MlaSplitSm90SeesawPairC3Early):
         found P_A V_AR, and with it page A's release, ~1,000 cycles later."""
         for k in cutlass.range(n_pairs, unroll=1):
             ph, pa, has_b, acc_S = self._pair_begin(kv_pipe, qk_mma, s_shape, tSrQ, tSrK, q_regs, acc_O, factor, k, 1,
-                                                    p_begin, p_end, mSem, ctid, c)
+                                                    p_begin, p_end, mSem, ctid, c, ph0)
+            par = self._slot_parity(k, ph, ph0)
             cute.arch.barrier(barrier_id=BAR_S0, number_of_threads=CONSUMERS)
             self._ev(mSem, ctid, c, k, 3)  # P_A and rowmax S_A arrived
             if k == 0:
-                self._take_max(sh, SLOT_MAX_A, tScS_mn, m_run)  # pair 0's m_0: page A's maxima
+                self._take_max(sh, SLOT_MAX_A + (0 if ph0 is None else par), tScS_mn, m_run)  # m_0: page A's maxima
             self._pv(kv_pipe, pv_mma, acc_O, tOrP[None, None, None, 0], tOrV, 0, ph, 1)
             self._ev(mSem, ctid, c, k, 4)  # P_A V_AR issued
             warpgroup.wait_group(1)  # S_B done; P_A V_AR runs on
             self._ev(mSem, ctid, c, k, 2)  # S_B done
             rPb = self._wg1_softmax_b(acc_S, tScS_mn, tPsP, sh, pa, has_b, first_masked_pos, m_block, scale_log2,
-                                      m_run, rm_own, row_sum, mSem, ctid, c, k)
+                                      m_run, rm_own, row_sum, mSem, ctid, c, k, par)
             # page A's max, read before the S1 arrival (as in the plain stale loop)
-            self._next_max(sh, SLOT_MAX_A + k % 2, tScS_mn, scale_log2, m_run, rm_own, row_sum, factor)
+            self._next_max(sh, SLOT_MAX_A + par, tScS_mn, scale_log2, m_run, rm_own, row_sum, factor)
             cute.arch.barrier_arrive(barrier_id=BAR_S1, number_of_threads=CONSUMERS)
             self._ev(mSem, ctid, c, k, 5)  # P_B and rowmax S_B published
             self._wg1_pair_end(kv_pipe, pv_rs, acc_O, rPb, frag_layout, tOrV, ph, has_b, mSem, ctid, c, k)
+            if cutlass.const_expr(ph0 is not None):
+                if pa + 1 >= p_end:
+                    # the producer's stand-in page B (_cute_persistent): let it land before its stage is given back
+                    self._wait_blocks(kv_pipe, 1, ph, self._blocks())
+                    self._release_blocks(kv_pipe, 1, ph, self._blocks())
 
     @cute.jit
     def _wg1_softmax_b(self, acc_S, tScS_mn, tPsP, sh, pa, has_b, first_masked_pos, m_block, scale_log2, m_run, rm_own,
-                       row_sum, mSem, ctid, c, k):
-        """WG1's page-B softmax against the stale max, its row maxima published (slot by pair parity) and P_B
-        stored for WG0; returns P_B in registers (bf16) for WG1's own P_B V_BR."""
+                       row_sum, mSem, ctid, c, k, par=None):
+        """WG1's page-B softmax against the stale max, its row maxima published (slot by pair parity, ``par``
+        when given: ``_slot_parity``) and P_B stored for WG0; returns P_B in registers (bf16) for WG1's own P_B
+        V_BR."""
         self._stale_softmax(acc_S, tScS_mn, pa + 1, first_masked_pos, m_block, scale_log2, m_run, rm_own, row_sum, 1)
         self._ev(mSem, ctid, c, k, 8)  # softmax arithmetic done
-        self._publish_max(sh, SLOT_MAX_B + k % 2, tScS_mn, rm_own)
+        self._publish_max(sh, SLOT_MAX_B + (k % 2 if par is None else par), tScS_mn, rm_own)
         rPb = self._bf16(acc_S)
         if has_b:
             self._store_p(rPb, tPsP[None, None, None, 1], c)

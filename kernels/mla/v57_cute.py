@@ -22,6 +22,9 @@ taken); otherwise (decode's merged pairs, split partials) it is the full grid gu
 Prediction (before its first H200 run): correct on every test, including the max-rise test that forces the
 redo; decode 71-74 us (the probe's 70.9 plus one wave of 128 guard CTAs); spec 843-847 us (the probe's 842.2 plus
 one wave of 132 redo CTAs that find nothing flagged: a launch, one load per warp, an exit).
+Measured (run 23, harness, three calls): spec 849.3 / 841.0 / 849.9 us beside v35_cute's 870.9 / 865.7 /
+871.0 (-2.4% to -2.9%); decode 73.7 / 74.5 / 73.9 beside 73.3 / 73.3 / 73.5 (the redo launch eats the stale max's
+decode gain: ncu 68.4 + 2.5 us against v35_cute's 69.6).  v59_cute keeps this kernel for spec only.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from kforge_kernels.mla._cute_host import EVICT_FEATURES, SEESAW_CONFIG, version
 LANGUAGE = "cute-dsl"
 PARENT = "v35_cute"
 DESCRIPTION = "v35_cute with the stale-max pair (one O rescale per pair, P_A V_AR first) and an exact redo launch"
-FEATURES = EVICT_FEATURES + ("split-pair-dsmem-merge", "tma-store-epilogue", "kv-page-chunk-barriers")
+FEATURES = EVICT_FEATURES + ("stale-max-pair-softmax", "split-pair-dsmem-merge", "tma-store-epilogue",
+                             "kv-page-chunk-barriers")
 CONFIG = dict(SEESAW_CONFIG)
 supports, prepare, run = version_functions("v57_cute", "sm90_seesaw_pair_stale_redo", CONFIG)
