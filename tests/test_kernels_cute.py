@@ -175,7 +175,7 @@ def _max_rise_inputs(v, b, s, h, lens, rising=(0,)):
     return params, inputs
 
 
-@pytest.mark.parametrize("name", ["v57_cute", "v58_cute", "v59_cute"])
+@pytest.mark.parametrize("name", ["v57_cute", "v58_cute", "v59_cute", "v60_cute"])
 @pytest.mark.parametrize("b,s,h,lens,cfg", [
     # split partials merged in pairs, then the combine (15 -> 16 splits; 4 splits)
     (2, 1, 128, [4100, 300], {}), (3, 4, 16, [700, 64, 4], {"num_splits": 4}),
@@ -203,7 +203,7 @@ def test_stale_max_versions_redo_the_tiles_the_stale_max_overflowed(name, b, s, 
         assert res.ok, res.message
     # patch the host module the version's run really calls (a registry elsewhere may have reloaded kforge_kernels)
     host = inspect.unwrap(v.module.run).__globals__
-    if name == "v58_cute" and cfg.get("num_splits") == 1:
+    if name in ("v58_cute", "v60_cute") and cfg.get("num_splits") == 1:
         # the redo runs inside the kernel, so it cannot be patched out: the stale pair with no fallback (the probe
         # kind) must get these inputs wrong, and v58_cute's flags must all be zero again
         _, _, probe = host["version_functions"]("stale-probe", "sm90_seesaw_pair_stale_vr", v.config)
@@ -214,7 +214,7 @@ def test_stale_max_versions_redo_the_tiles_the_stale_max_overflowed(name, b, s, 
         flags = [t for k, t in host["_TAIL"].items() if k[0] == "redo_flags"]
         assert flags and all(int(t.abs().sum()) == 0 for t in flags)
         return
-    if name == "v59_cute" and cfg.get("num_splits") != 1:
+    if name in ("v59_cute", "v60_cute") and cfg.get("num_splits") != 1:
         return  # v35_cute's exact kernel on these shapes: nothing to redo
     # without the redo launch the first kernel leaves sequence 0's lse poisoned (NaN), the others exact: the
     # inputs do reach the fallback, and only where they should
@@ -228,13 +228,14 @@ def test_stale_max_versions_redo_the_tiles_the_stale_max_overflowed(name, b, s, 
     assert res.ok, res.message
 
 
-@pytest.mark.parametrize("name", ["v57_cute", "v58_cute", "v59_cute"])
+@pytest.mark.parametrize("name", ["v57_cute", "v58_cute", "v59_cute", "v60_cute"])
 def test_persistent_redo_takes_several_flagged_tiles_per_cta(name) -> None:
     """One split, 2,200 sequences x 2 row blocks = 4,400 tiles on 132 CTAs (33-34 each): CTA 0 takes tiles 0, 132,
     264, ... and the rising sequences 66 and 198 flag its 2nd and 4th (its first processed tile is not its first
     tile, and an unflagged one lies between), sequence 2150 flags CTA 76's 33rd tile (past the 32 flags a warp
-    preloads).  The output must be exact and every flag zero again: v57_cute's redo launch, v58_cute's second loop
-    (after the first loop ran all 33-34 tiles of each CTA)."""
+    preloads).  The output must be exact and every flag zero again: v57_cute's and v59_cute's redo launch, v58_cute's
+    second loop (after the first loop ran all 33-34 tiles of each CTA); v60_cute runs 4,400 one-tile CTAs, three
+    of which redo their own tile."""
     why = _gpu_ready()
     if why:
         pytest.skip(why)
@@ -389,9 +390,12 @@ def test_only_the_stale_max_kinds_have_a_redo_and_their_redo_kinds_are_exact_and
     kind, inline = "sm90_seesaw_pair_stale_redo", "sm90_seesaw_pair_stale_inline"
     assert v.module.run.__qualname__ == "v57_cute.run" and reg.redo_kind(kind) == "sm90_seesaw_pair_c3early_redo"
     assert load_version("mla", "v58_cute", kernels_dir=KDIR).module.run.__qualname__ == "v58_cute.run"
-    assert {k for k in reg.KINDS if reg.redo_kind(k)} == {kind, inline}
-    assert {k for k in reg.KINDS if reg.writes_redo_flags(k)} == {kind, inline}
-    assert reg.redo_kind(inline) == "sm90_seesaw_pair_c3early_redo" and reg.redo_kind(inline, one_split=True) is None
+    tile_redo = "sm90_seesaw_pair_stale_tileredo"  # v60_cute's: v58_cute's kernel with one CTA per tile
+    assert {k for k in reg.KINDS if reg.redo_kind(k)} == {kind, inline, tile_redo}
+    assert {k for k in reg.KINDS if reg.writes_redo_flags(k)} == {kind, inline, tile_redo}
+    for k in (inline, tile_redo):
+        assert reg.redo_kind(k) == "sm90_seesaw_pair_c3early_redo" and reg.redo_kind(k, one_split=True) is None
+    assert reg.shape_kind("sm90_seesaw_pair_stale_tileredo_onesplit", one_split=True) == tile_redo
     assert reg.redo_kind(kind, one_split=True) == "sm90_seesaw_pair_persist_redo"
     # v59_cute's per-shape kind: v57_cute's kind for one split, v35_cute's exact one (no redo) otherwise
     per_shape = "sm90_seesaw_pair_stale_onesplit"

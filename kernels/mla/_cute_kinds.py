@@ -40,14 +40,17 @@ PAIR_PROBES = ("sm90_seesaw_pair_stale", "sm90_seesaw_pair_stale_vr")
 #: that redo kind (``redo_kind``; its kernel runs only the flagged tiles): a guarded full grid that reads each
 #: tile's lse, and for one-split (direct, unpaired) shapes a persistent loop over a per-tile flag list
 REDO_KINDS = {"sm90_seesaw_pair_stale_redo": "sm90_seesaw_pair_c3early_redo",
-              "sm90_seesaw_pair_stale_inline": "sm90_seesaw_pair_c3early_redo"}
+              "sm90_seesaw_pair_stale_inline": "sm90_seesaw_pair_c3early_redo",
+              "sm90_seesaw_pair_stale_tileredo": "sm90_seesaw_pair_c3early_redo"}
 REDO_LIST_KINDS = {"sm90_seesaw_pair_stale_redo": "sm90_seesaw_pair_persist_redo"}
 #: stale-max kinds whose one-split (direct, unpaired) kernel redoes its flagged tiles itself, in a second loop of
 #: the persistent CTA (v58_cute): no redo launch there; their other shapes keep ``REDO_KINDS``' guarded launch
-INLINE_REDO_KINDS = ("sm90_seesaw_pair_stale_inline",)
+INLINE_REDO_KINDS = ("sm90_seesaw_pair_stale_inline", "sm90_seesaw_pair_stale_tileredo")
 #: per-shape kinds (v59_cute): one kind for one-split (direct, unpaired) shapes, another for the rest -- resolved
 #: by ``shape_kind`` once the split plan is known; ``kernel_class`` never sees them
-SHAPE_KINDS = {"sm90_seesaw_pair_stale_onesplit": ("sm90_seesaw_pair_stale_redo", "sm90_seesaw_pair_c3early")}
+SHAPE_KINDS = {"sm90_seesaw_pair_stale_onesplit": ("sm90_seesaw_pair_stale_redo", "sm90_seesaw_pair_c3early"),
+               "sm90_seesaw_pair_stale_tileredo_onesplit": ("sm90_seesaw_pair_stale_tileredo",
+                                                            "sm90_seesaw_pair_c3early")}
 #: kinds with a timeline-probe twin ``<kind>_trace``: the same kernel with ``trace = True`` (``_cute_trace``)
 TRACEABLE = ("sm90_seesaw_ownp_evict", "sm90_seesaw_pair_bf16", "sm90_seesaw_pair_soft1", "sm90_seesaw_pair_early",
              "sm90_seesaw_pair_vrfirst", "sm90_seesaw_pair_tmao", "sm90_seesaw_pair_ilp", "sm90_seesaw_pair_prov",
@@ -135,7 +138,8 @@ def kernel_class(kind: str) -> Any:
                         "sm90_seesaw_pair_persistql": ps.MlaSplitSm90SeesawPersistentQLast,
                         "sm90_seesaw_pair_persistqe": ps.MlaSplitSm90SeesawPersistentQEarly,
                         "sm90_seesaw_pair_persist_redo": ps.MlaSplitSm90SeesawPersistentRedo,
-                        "sm90_seesaw_pair_stale_inline": ps.MlaSplitSm90SeesawPersistentStale}[kind]
+                        "sm90_seesaw_pair_stale_inline": ps.MlaSplitSm90SeesawPersistentStale,
+                        "sm90_seesaw_pair_stale_tileredo": ps.MlaSplitSm90SeesawOneTileStale}[kind]
             if kind in BFIRST_KINDS:
                 from kforge_kernels.mla import _cute_seesaw_bfirst as bf
 

@@ -263,3 +263,11 @@ class MlaSplitSm90SeesawPersistentStale(MlaSplitSm90SeesawPairStaleRedo, MlaSpli
     merged pairs, split partials) run v57_cute's one-tile kernel and its guarded redo launch."""
 
     redo_inline = True
+
+
+class MlaSplitSm90SeesawOneTileStale(MlaSplitSm90SeesawPersistentStale):
+    """v60_cute: v58_cute's kernel with one CTA per tile (the grid is every tile, as v57_cute's one-tile grid), so
+    each CTA runs its tile with the stale-max pair and, if it flagged it, once more with the exact pair: no redo
+    launch, and no tile loop (v58_cute's persistent loop cost the stale pair ~11 us of ncu time on spec)."""
+
+    max_ctas = 1 << 30  # every tile its own CTA: each loop below runs at most one tile
