@@ -12,6 +12,9 @@ Prediction (before its first H200 run): correct on every test; spec ~4 us below 
 the redo launch gone, the one-tile CTA as v57_cute's), within the harness's noise of it (-0.5%); decode as
 v59_cute.  If the one-tile loop is as slow as v58_cute's (~853 us), the cost is in the loop's code path (O zeroed
 per tile, the stand-in page check, Q's buffer after the ring), not in the tile loop itself.
+Measured (run 23 call 9, harness beside v59_cute): decode 73.5 vs 72.9 us, spec 848.4 vs 842.9 us (+0.7%): the
+second branch -- the stale pair is slower through the looping code path even with one tile per CTA.  No ncu
+report yet (the session's device budget ran out before the capture).
 """
 
 from __future__ import annotations
