@@ -311,6 +311,16 @@ def test_candidates_step_runs_the_named_gpu_tests_in_the_same_call(tmp_path: Pat
                    for a in (json.loads(ln) for ln in (tmp_path / "argv.log").read_text().splitlines()))
 
 
+def test_candidates_step_skips_the_peer_compare_when_asked_and_still_runs_the_harness(tmp_path: Path) -> None:
+    res = _step(tmp_path, FAKE_PYTHON_SELFCHECK, "candidates", "VERSIONS=v59_cute", "BEST=v35_cute", "SKIP_COMPARE=1",
+                SKIP_SMI="1")
+    assert res.returncode == 0, res.stdout + res.stderr
+    argv = [json.loads(ln) for ln in (tmp_path / "argv.log").read_text().splitlines()]
+    assert not any("benchmarks.compare" in a for a in argv)
+    harness = next(a for a in argv if "--kernel-version" in a)
+    assert harness[harness.index("--kernel-version") + 1] == "v35_cute,v59_cute"
+
+
 def test_all_step_doctor_checks_only_the_dsls_of_its_versions(tmp_path: Path) -> None:
     _log, argv = _all_step(tmp_path, "VERSIONS=v0,v1_cute,v2_cute", "SKIP_COMPARE=1", "SKIP_NCU=1", "SUITE_S=1")
     doctor = next(a for a in argv if "pytest_kforge.doctor" in a)
