@@ -43,7 +43,8 @@ from kforge_kernels.mla._cute_seesaw_stale import MlaSplitSm90SeesawPairStaleRed
 from kforge_kernels.mla._cute_sm90_parts import CONSUMERS, PAGE
 
 #: named barrier (v58_cute): the consumers and the producer's loading warp meet after the stale loop, before the
-#: exact loop reads the flags the consumers set (ids 1-7 and 9-11 are the pair's, 8 the stagger kernels')
+#: exact loop reads the flags the consumers set (ids 1-11 are taken: 1-6 and 9-11 the pair's, 7-8 the epilogue's
+#: BAR_O + c, one per warpgroup's TMA store of O)
 BAR_REDO = 12
 
 
