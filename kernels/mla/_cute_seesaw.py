@@ -246,8 +246,7 @@ class MlaSplitSm90Seesaw(SeesawOps, MlaSplitSm90):
                         warpgroup.wait_group(0)
                         self._release(kv_pipe, 1, ph)
                 if cutlass.const_expr(looping):
-                    if pa + 1 >= p_end:
-                        self._release(kv_pipe, 1, ph)  # the producer's stand-in page B (_cute_persistent)
+                    self._stand_in_b(kv_pipe, ph, pa, p_end, False)
                 self._ev(mSem, ctid, c, k, 7)  # P_B V_BL done
             if cutlass.const_expr(self.early_issue):
                 # the last P_B V_BL; its page B is never released -- nothing is loaded after it
@@ -347,10 +346,7 @@ class MlaSplitSm90Seesaw(SeesawOps, MlaSplitSm90):
                         if not has_b:
                             self._release_blocks(kv_pipe, 0, ph, self._wg1_rest(0))
                 if cutlass.const_expr(looping):
-                    if pa + 1 >= p_end:
-                        # the producer's stand-in page B: let it land before its stage is given back
-                        self._wait_blocks(kv_pipe, 1, ph, self._blocks())
-                        self._release_blocks(kv_pipe, 1, ph, self._blocks())
+                    self._stand_in_b(kv_pipe, ph, pa, p_end, True)
                 self._ev(mSem, ctid, c, k, 7)  # P_B V_BR done
 
         self._hdr(mSem, ctid, 4 + c)  # loop end

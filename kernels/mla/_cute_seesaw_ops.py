@@ -221,6 +221,16 @@ class SeesawOps:
         return tuple(j for j in self._unread(1) if j != D_V // (D_QK // self.kv_chunks))
 
     @cute.jit
+    def _stand_in_b(self, kv_pipe, ph, pa, p_end, wait: cutlass.Constexpr):
+        """The persistent loop's stand-in page B (``_cute_persistent``: the producer loads a tile's odd last page
+        again to keep whole pairs in the ring), given back in the pair that has no real page B: WG1 (``wait``)
+        lets it land first, WG0 releases at once (the stage refills only once both have)."""
+        if pa + 1 >= p_end:
+            if cutlass.const_expr(wait):
+                self._wait_blocks(kv_pipe, 1, ph, self._blocks())
+            self._release(kv_pipe, 1, ph)
+
+    @cute.jit
     def _release(self, kv_pipe, stage: cutlass.Constexpr, ph):
         """This WG is done with the page in ``stage``: release all its blocks."""
         self._release_blocks(kv_pipe, stage, ph, self._blocks())

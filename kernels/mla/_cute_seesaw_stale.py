@@ -168,8 +168,7 @@ class MlaSplitSm90SeesawPairStale(MlaSplitSm90SeesawPairC3Early):
                     warpgroup.wait_group(0)
                     self._release(kv_pipe, 1, ph)
                 if cutlass.const_expr(looping):
-                    if pa + 1 >= p_end:
-                        self._release(kv_pipe, 1, ph)  # the producer's stand-in page B (_cute_persistent)
+                    self._stand_in_b(kv_pipe, ph, pa, p_end, False)
                 self._ev(mSem, ctid, c, k, 7)  # P_B V_BL done
         else:
             if cutlass.const_expr(self.stale_vr_first):
@@ -268,10 +267,7 @@ class MlaSplitSm90SeesawPairStale(MlaSplitSm90SeesawPairC3Early):
             self._ev(mSem, ctid, c, k, 5)  # P_B and rowmax S_B published
             self._wg1_pair_end(kv_pipe, pv_rs, acc_O, rPb, frag_layout, tOrV, ph, has_b, mSem, ctid, c, k)
             if cutlass.const_expr(ph0 is not None):
-                if pa + 1 >= p_end:
-                    # the producer's stand-in page B (_cute_persistent): let it land before its stage is given back
-                    self._wait_blocks(kv_pipe, 1, ph, self._blocks())
-                    self._release_blocks(kv_pipe, 1, ph, self._blocks())
+                self._stand_in_b(kv_pipe, ph, pa, p_end, True)
 
     @cute.jit
     def _wg1_softmax_b(self, acc_S, tScS_mn, tPsP, sh, pa, has_b, first_masked_pos, m_block, scale_log2, m_run, rm_own,
