@@ -10,7 +10,9 @@ which takes the first version named in the ``best`` block, starts from it::
 A suite split over several device calls (``scripts/h200.sh all VERSIONS=...``, one JSON per part)
 is rendered from all its parts: ``--from-json part1.json part2.json.gz ...`` (gzipped ones as
 stored under ``docs/kernels/runs/``); a version measured in
-two parts is refused, so no row is silently picked from one of two runs.
+two parts is refused, so no row is silently picked from one of two runs.  A re-run of some versions after a fix
+(run 24: v1_cute-v3_cute, after a host error) is named as such: ``--rerun rerun.json`` replaces those versions'
+rows in the parts with its own, and says so.
 """
 
 from __future__ import annotations
@@ -69,37 +71,62 @@ def render_best(rows: Sequence[Mapping[str, Any]], *, gpu: str | None, command: 
     return "\n".join(lines) + "\n\n" + "\n".join(tail)
 
 
+def _load(path: Path) -> dict[str, Any] | str:
+    """A results JSON (gzipped or not), or one sentence saying why it cannot be read."""
+    try:
+        raw = path.read_bytes()
+        data = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)  # gzip by its magic
+        if not isinstance(data, dict):
+            raise ValueError(f"a JSON {type(data).__name__}, not an object with 'results'")
+    except (OSError, ValueError, EOFError, zlib.error) as exc:
+        return f"devlog: cannot read {path}: {exc}; pass a file written by --kforge-json"
+    return data
+
+
+def _versions(data: Mapping[str, Any]) -> list[str]:
+    return sorted({r.get("version") for r in data.get("results", [])} - {None})
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m pytest_kforge.devlog")
     sub = ap.add_subparsers(dest="cmd", required=True)
     b = sub.add_parser("best", help="rewrite the devlog's current-best table from a results JSON")
     b.add_argument("--from-json", required=True, type=Path, nargs="+",
                    help="--kforge-json results files (the parts of one suite run)")
+    b.add_argument("--rerun", type=Path, nargs="+", default=[],
+                   help="results of versions run again after a fix: their rows replace those versions' rows in "
+                        "the parts")
     b.add_argument("--devlog", type=Path, help="write the `best` block of this devlog (else print)")
     b.add_argument("--command", default="pytest --kernel mla --kernel-version all", help="the command that measured it")
     args = ap.parse_args(argv)
-    parts: list[dict[str, Any]] = []
-    seen: dict[str, Path] = {}  # version -> the part it came from
-    for path in args.from_json:
-        try:
-            raw = path.read_bytes()
-            data = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)  # gzip by its magic
-            if not isinstance(data, dict):
-                raise ValueError(f"a JSON {type(data).__name__}, not an object with 'results'")
-        except (OSError, ValueError, EOFError, zlib.error) as exc:
-            print(f"devlog: cannot read {path}: {exc}; pass a file written by --kforge-json", file=sys.stderr)
+    loaded: list[tuple[Path, dict[str, Any]]] = []
+    for path in [*args.from_json, *args.rerun]:
+        data = _load(path)
+        if isinstance(data, str):
+            print(data, file=sys.stderr)
             return 2
-        parts.append(data)
-        for v in sorted({r.get("version") for r in data.get("results", [])} - {None}):
-            if v in seen and seen[v] != path:
-                print(f"devlog: version {v} is in both {seen[v]} and {path}; pass the parts of one run, "
-                      "each version in one of them", file=sys.stderr)
-                return 2
-            seen[v] = path
-    gpus = sorted({str(d.get("gpu")) for d in parts if d.get("gpu")})
-    dates = sorted(str(d.get("started", ""))[:10] for d in parts if d.get("started"))
-    text = render_best(best_rows([r for d in parts for r in d.get("results", [])]),
-                       gpu=" / ".join(gpus) or None, command=args.command, date=dates[0] if dates else "")
+        loaded.append((path, data))
+    parts, reruns = loaded[:len(args.from_json)], loaded[len(args.from_json):]
+    for group, what in ((parts, "pass the parts of one run, each version in one of them"),
+                        (reruns, "give each version's re-run once")):
+        seen: dict[str, Path] = {}  # version -> the file it came from
+        for path, data in group:
+            for v in _versions(data):
+                if v in seen and seen[v] != path:
+                    print(f"devlog: version {v} is in both {seen[v]} and {path}; {what}", file=sys.stderr)
+                    return 2
+                seen[v] = path
+    results = [r for _, d in parts for r in d.get("results", [])]
+    for path, data in reruns:
+        redone = set(_versions(data))
+        results = [r for r in results if r.get("version") not in redone] + list(data.get("results", []))
+        print(f"devlog: {', '.join(sorted(redone)) or 'no version'} from the re-run {path} (their rows in the parts "
+              "left out)", file=sys.stderr)
+    every = [d for _, d in loaded]
+    gpus = sorted({str(d.get("gpu")) for d in every if d.get("gpu")})
+    dates = sorted(str(d.get("started", ""))[:10] for d in every if d.get("started"))
+    text = render_best(best_rows(results), gpu=" / ".join(gpus) or None, command=args.command,
+                       date=dates[0] if dates else "")
     if args.devlog:
         replace_marked_block(args.devlog, "best", text, heading="## Current best")
         print(f"devlog: wrote the current-best table of {args.devlog}")

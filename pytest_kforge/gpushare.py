@@ -12,6 +12,11 @@ workers ever use the GPU at once.
 
 Not shared (no xdist, K = 1, a worker without a GPU): :func:`gpu_section` does nothing at all,
 no lock and no ``prepare`` call.
+
+Each shared section also adds its compile (``prepare``), lock-wait and lock-held seconds to this process's
+:func:`section_summary`, which the xdist worker hands to the controller (``workers`` in ``--kforge-json``, one
+line in the terminal summary): run 24's cuTile part took twice run 21's wall with the GPU as idle, and only such
+a split says whether compiles inside the lock, waits, or GPU work set a parallel run's time.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import os
 import re
 import sys
 import tempfile
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,12 +36,37 @@ from .fsutil import LockTimeout, file_lock
 if TYPE_CHECKING:  # pragma: no cover
     from .registry import Version
 
-__all__ = ["ENV_PINNED", "ENV_SHARE", "LOCK_TIMEOUT_S", "gpu_lock", "gpu_section", "shared_gpu"]
+__all__ = ["ENV_PINNED", "ENV_SHARE", "LOCK_TIMEOUT_S", "gpu_lock", "gpu_section", "section_summary", "shared_gpu"]
 
 ENV_PINNED = "KFORGE_XDIST_GPU"  # set in an xdist worker by the controller: the GPU it is pinned to
 ENV_SHARE = "KFORGE_XDIST_SHARE"  # ... and how many workers share that GPU (K)
 #: how long a worker waits for its GPU: the other K-1 workers' sections, each one trial at most
 LOCK_TIMEOUT_S = 3 * 3600.0
+#: how many of this process's longest lock holds :func:`section_summary` names
+TOP_HOLDS = 5
+
+_TOTALS: dict[str, float] = {"sections": 0, "prepare_s": 0.0, "wait_s": 0.0, "held_s": 0.0}
+_HOLDS: list[tuple[float, str]] = []  # (held s, test id), the TOP_HOLDS longest
+
+
+def _record(prepare_s: float, wait_s: float, held_s: float) -> None:
+    _TOTALS["sections"] += 1
+    for key, val in (("prepare_s", prepare_s), ("wait_s", wait_s), ("held_s", held_s)):
+        _TOTALS[key] += val
+    test = os.environ.get("PYTEST_CURRENT_TEST", "?").rsplit(" (", 1)[0]
+    _HOLDS.append((held_s, test))
+    _HOLDS.sort(reverse=True)
+    del _HOLDS[TOP_HOLDS:]
+
+
+def section_summary() -> dict[str, Any]:
+    """This process's shared GPU sections so far: their count, the seconds spent in ``prepare`` (compiling outside
+    the lock), waiting for the lock and holding it, and the longest holds, e.g. ``{"sections": 12, "prepare_s":
+    40.2, "wait_s": 95.0, "held_s": 61.3, "longest_holds": [{"test": "...::test_fuzz[mla-v3]", "held_s": 30.1}]}``
+    (all zero when no section was shared)."""
+    out: dict[str, Any] = {k: (int(v) if k == "sections" else round(v, 1)) for k, v in _TOTALS.items()}
+    out["longest_holds"] = [{"test": t, "held_s": round(h, 1)} for h, t in _HOLDS]
+    return out
 
 
 @contextlib.contextmanager
@@ -96,8 +127,10 @@ def gpu_section(version: Version, params: Mapping[str, Any]) -> Iterator[None]:
         yield
         return
     prepare = getattr(getattr(version, "module", None), "prepare", None)  # peers' shims have no module
+    t0 = time.perf_counter()
     if callable(prepare):
         prepare(dict(params), dict(version.config))
+    t1 = time.perf_counter()
     with contextlib.ExitStack() as held:
         try:
             held.enter_context(gpu_lock(gpu, timeout=LOCK_TIMEOUT_S))
@@ -105,7 +138,9 @@ def gpu_section(version: Version, params: Mapping[str, Any]) -> Iterator[None]:
             raise LockTimeout(f"xdist worker {os.environ.get('PYTEST_XDIST_WORKER', '?')} waited more than "
                               f"{LOCK_TIMEOUT_S / 3600:g} h for GPU {gpu}, which it shares with other workers "
                               f"(--kforge-workers-per-gpu): a GPU section is hung; stop the run and find it") from exc
+        t2 = time.perf_counter()
         try:
             yield
         finally:
             _drain_gpu()
+            _record(t1 - t0, t2 - t1, time.perf_counter() - t2)

@@ -40,7 +40,7 @@ from typing import Any
 
 import pytest
 
-from .gpushare import ENV_PINNED, ENV_SHARE, gpu_lock, visible_ids
+from .gpushare import ENV_PINNED, ENV_SHARE, gpu_lock, section_summary, visible_ids
 
 __all__ = ["detect_gpus", "parallel_args", "gpu_lock", "kforge_store", "benchmark_entry",
            "ENV_OVERRIDE", "ENV_PINNED", "ENV_SHARE", "OUTPUT_KEY"]
@@ -273,7 +273,8 @@ class _Worker:
         results, correctness, session = kforge_store(self.config)
         tests = self.tests if len(self.tests) == len(results) else [r.get("test") for r in results]
         payload = {"results": results, "tests": tests, "correctness": correctness,
-                   "meta": _meta(self.config, session), "gpu": os.environ.get(ENV_PINNED)}
+                   "meta": _meta(self.config, session), "gpu": os.environ.get(ENV_PINNED),
+                   "sections": section_summary()}
         self.config.workeroutput[OUTPUT_KEY] = json.dumps(payload, default=str)  # type: ignore[attr-defined]
 
 
@@ -346,6 +347,8 @@ class _Controller:
                 self.meta.setdefault(key, val)
         self.workers[wid] = {"gpu": payload.get("gpu"), "results": len(payload["results"]),
                              "correctness": len(payload["correctness"])}
+        if (payload.get("sections") or {}).get("sections"):
+            self.workers[wid]["gpu_sections"] = payload["sections"]
         self._feed_benchmark(payload["results"])
 
     def _feed_benchmark(self, results: list[dict[str, Any]]) -> None:
@@ -394,3 +397,18 @@ class _Controller:
             terminalreporter.write_line(
                 f"kforge-xdist: {n} workers sharing {used} GPU{'s' if used != 1 else ''} (K={self.per_gpu}): "
                 f"GPU sections serialised by a file lock per GPU, compiles in parallel")
+            line = _sections_line(self.workers)
+            if line:
+                terminalreporter.write_line(line)
+
+
+def _sections_line(workers: Mapping[str, Mapping[str, Any]]) -> str:
+    """One line on where the shared workers' time went (summed over workers), or "" when none shared a GPU."""
+    secs = [w["gpu_sections"] for w in workers.values() if w.get("gpu_sections")]
+    if not secs:
+        return ""
+    tot = {k: sum(float(s.get(k) or 0) for s in secs) for k in ("sections", "prepare_s", "wait_s", "held_s")}
+    top = max((h for s in secs for h in s.get("longest_holds") or ()), key=lambda h: h["held_s"], default=None)
+    return (f"kforge-xdist: {int(tot['sections'])} GPU sections, summed over workers: {tot['prepare_s']:.0f} s "
+            f"compiling outside the lock (prepare), {tot['wait_s']:.0f} s waiting for it, {tot['held_s']:.0f} s "
+            f"holding it" + (f"; longest hold {top['held_s']:.1f} s ({top['test']})" if top else ""))

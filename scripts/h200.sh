@@ -37,6 +37,8 @@
 # Run 14 (50 versions): part:1/3 with WORKERS=12 took 294 s, parts 2/3 and 3/3 (19 CuTe versions
 # each) ~260 s with WORKERS=16; the devlog table is then rendered from all three JSONs:
 #   python -m pytest_kforge.devlog best --from-json suite-all-v0-v11.json suite-all-<...>.json ...
+# Before the first part, compile every CuTe version's paths locally (no GPU; run 24 lost three versions to a host
+# error only the sm80 kinds reached): python kernels/mla/_cute_compilecheck.py --prepare all
 # Each part writes suite-all-<first>-<last>.json/.log; when the cap cuts a suite the log names the
 # versions it did not finish (no finished trial benchmark) and the command that runs them.
 set -uo pipefail

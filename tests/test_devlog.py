@@ -83,3 +83,25 @@ def test_cli_broken_parts_are_one_line(tmp_path: Path, capsys, content: bytes) -
     assert main(["best", "--from-json", str(bad)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "cannot read" in err
+
+
+def test_cli_rerun_replaces_the_redone_versions_rows_and_says_so(tmp_path: Path, capsys) -> None:
+    """Run 24: v1_cute-v3_cute failed on a host error in part 2 and ran again after the fix; the re-run's rows
+    replace theirs (a failed row there must not come back), the other versions keep their parts' rows."""
+    part, rerun = tmp_path / "part.json", tmp_path / "rerun.json"
+    part.write_text(json.dumps({"gpu": "G", "started": "2026-12-04T16:51", "results": [
+        _row("v2", "decode", 150, 30, correct=False, error="AttributeError"), _row("v3", "spec", 2092, 35),
+        _row("v4", "decode", 115, 40)]}))
+    rerun.write_text(json.dumps({"gpu": "G", "started": "2026-12-04T17:17", "results": [
+        _row("v2", "decode", 152, 30), _row("v3", "decode", 153, 30)]}))
+    assert main(["best", "--from-json", str(part), "--rerun", str(rerun)]) == 0
+    cap = capsys.readouterr()
+    assert "v2, v3 from the re-run" in cap.err
+    lines = {ln.split(" | ")[0].strip("| "): ln for ln in cap.out.splitlines() if ln.startswith("| v")}
+    assert set(lines) == {"v2", "v3", "v4"} and "| 152.0 |" in lines["v2"]
+    assert "2092" not in lines["v3"] and "| 153.0 | - |" in lines["v3"]  # the part's v3 spec row is left out too
+    assert main(["best", "--from-json", str(part), "--rerun", str(rerun), str(rerun)]) == 0  # same file twice: once
+    two = tmp_path / "rerun2.json"
+    two.write_text(rerun.read_text())
+    assert main(["best", "--from-json", str(part), "--rerun", str(rerun), str(two)]) == 2
+    assert "give each version's re-run once" in capsys.readouterr().err

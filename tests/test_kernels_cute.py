@@ -211,7 +211,7 @@ def test_stale_max_versions_redo_the_tiles_the_stale_max_overflowed(name, b, s, 
         probe(**inputs, out=outs["out"], lse=outs["lse"], config=cfg)
         torch.cuda.synchronize()
         assert not all(compare_outputs(n, outs[n], ref[n], v.spec.tolerances[n]).ok for n in v.spec.output_names)
-        flags = [t for k, t in host["_TAIL"].items() if k[0] == "redo_flags"]
+        flags = host["redo_flag_tensors"]()
         assert flags and all(int(t.abs().sum()) == 0 for t in flags)
         return
     if name in ("v59_cute", "v60_cute") and cfg.get("num_splits") != 1:
@@ -256,7 +256,7 @@ def test_persistent_redo_takes_several_flagged_tiles_per_cta(name) -> None:
         res = compare_outputs(n, outs[n], ref[n], v.spec.tolerances[n])
         assert res.ok, res.message
     host = inspect.unwrap(v.module.run).__globals__
-    flags = [t for k, t in host["_TAIL"].items() if k[0] == "redo_flags"]
+    flags = host["redo_flag_tensors"]()
     assert flags and all(int(t.abs().sum()) == 0 for t in flags)
 
 
@@ -527,3 +527,41 @@ def test_ptxas_cache_notes_label_each_kept_kernel(monkeypatch) -> None:
     monkeypatch.undo()
     monkeypatch.setattr(px.shutil, "which", lambda name: None)
     assert px.ptxas_report("x") is None  # no ptxas: no note, no error
+
+
+def test_compilecheck_prepare_names_every_cute_version_in_order_and_refuses_unknown_ones() -> None:
+    """``_cute_compilecheck.py --prepare all`` (run 24: v1_cute-v3_cute failed on the H200 on a host error that
+    only their sm80 split path reached) walks every CuTe version, v1_cute first; a misspelt name is one sentence."""
+    _host()
+    cc = importlib.import_module("kforge_kernels.mla._cute_compilecheck")
+    names = cc.version_names("all")
+    assert sorted(names) == CUTE_VERSIONS and names[0] == "v1_cute"
+    assert [int(n[1:].split("_")[0]) for n in names] == sorted(int(n[1:].split("_")[0]) for n in names)
+    assert cc.version_names("v2_cute,v59_cute") == ["v2_cute", "v59_cute"]
+    with pytest.raises(SystemExit, match="v99_cute"):
+        cc.version_names("v1_cute,v99_cute")
+    with pytest.raises(SystemExit, match="takes one argument"):
+        cc.main(["--prepare"])
+    assert cc.TRIAL_PARAMS == tuple(load_version("mla", "v0", kernels_dir=KDIR).spec.trials[t]
+                                    for t in ("decode", "spec"))
+
+
+def test_redo_flags_are_one_zeroed_set_per_device_and_stream() -> None:
+    """The stale-max versions' redo flags live in their own cache (not the tail state's): one zeroed int32 set per
+    (device, stream), grown but never shrunk, and ``reset_redo_flags`` zeroes every set."""
+    host = _host()
+    saved = dict(host._REDO_FLAGS)
+    host._REDO_FLAGS.clear()
+    try:
+        a = host._redo_flags(10, "cpu", 0)
+        assert a.numel() == 1024 and int(a.abs().sum()) == 0 and str(a.dtype) == "torch.int32"
+        assert host._redo_flags(5, "cpu", 0) is a and host._redo_flags(5, "cpu", 7) is not a
+        big = host._redo_flags(5000, "cpu", 0)
+        assert big.numel() == 5000 and len(host.redo_flag_tensors()) == 2
+        big[3] = 1
+        host.reset_redo_flags()
+        assert all(int(t.abs().sum()) == 0 for t in host.redo_flag_tensors())
+        assert not any(k[0] == "redo_flags" for k in host._TAIL)
+    finally:
+        host._REDO_FLAGS.clear()
+        host._REDO_FLAGS.update(saved)

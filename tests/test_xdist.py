@@ -419,9 +419,18 @@ def _trace(trace: Path) -> list[dict]:
 def test_shared_gpu_sections_never_overlap_and_compile_outside_the_lock(pytester: pytest.Pytester,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     trace, locks = _core_project(pytester, monkeypatch)
-    res = pytester.runpytest_subprocess(*CORE_ARGS, "-n", "3", "--kforge-gpus", "1", "--kforge-workers-per-gpu", "3")
+    out = pytester.path / "suite.json"
+    res = pytester.runpytest_subprocess(*CORE_ARGS, "-n", "3", "--kforge-gpus", "1", "--kforge-workers-per-gpu", "3",
+                                        f"--kforge-json={out}")
     # v11_rec: 2 correctness + fuzz + 2 trials pass; v12_badprep: each of its 5 tests fails with prepare's error
     res.assert_outcomes(passed=5, failed=5)
+    # where the time went, per worker in the JSON and summed in one terminal line (a section whose prepare
+    # raised never reached the lock, so only v11_rec's count)
+    secs = [w["gpu_sections"] for w in json.loads(out.read_text())["workers"].values() if "gpu_sections" in w]
+    assert secs and sum(s["sections"] for s in secs) >= 5
+    assert all("v11_rec" in h["test"] for s in secs for h in s["longest_holds"])
+    res.stdout.re_match_lines([r"kforge-xdist: \d+ GPU sections, summed over workers: \d+ s compiling outside the "
+                               r"lock \(prepare\), \d+ s waiting for it, \d+ s holding it; longest hold .*v11_rec"])
     failed = [ln for ln in res.outlines if ln.startswith("FAILED")]
     assert len(failed) == 5 and all("v12_badprep" in ln and "RuntimeError: prep" in ln for ln in failed), failed
     assert res.stdout.str().count("RuntimeError: prepare failed: no such tile shape") >= 5
@@ -470,7 +479,21 @@ def test_gpu_section_is_a_no_op_unless_shared(monkeypatch: pytest.MonkeyPatch, t
             gpu_lock("0", timeout=0.1):  # type: ignore[arg-type]  # held by the section
         pass
     assert calls == [({"n": 1}, {"a": 1})]
+    summary = gpushare.section_summary()  # the shared section is counted; the unshared ones were not
+    assert summary["sections"] >= 1 and summary["held_s"] >= 0.1 and summary["longest_holds"]
     monkeypatch.setattr(gpushare, "LOCK_TIMEOUT_S", 0.1)
     with gpu_lock("0"), pytest.raises(fsutil.LockTimeout, match="waited more than .* for GPU 0, which it shares"), \
             gpushare.gpu_section(version, {"n": 1}):  # type: ignore[arg-type]
         pass
+
+
+def test_sections_line_sums_workers_and_names_the_longest_hold() -> None:
+    w = {"gw0": {"gpu_sections": {"sections": 3, "prepare_s": 10.0, "wait_s": 20.4, "held_s": 5.0,
+                                  "longest_holds": [{"test": "t::a", "held_s": 4.0}]}},
+         "gw1": {"gpu_sections": {"sections": 2, "prepare_s": 1.0, "wait_s": 0.0, "held_s": 9.0,
+                                  "longest_holds": [{"test": "t::b", "held_s": 8.5}]}},
+         "gw2": {"results": 0, "error": "crashed"}}
+    assert xdist._sections_line(w) == ("kforge-xdist: 5 GPU sections, summed over workers: 11 s compiling outside "
+                                       "the lock (prepare), 20 s waiting for it, 14 s holding it; longest hold 8.5 s "
+                                       "(t::b)")
+    assert xdist._sections_line({"gw0": {"results": 1}}) == ""

@@ -16,6 +16,10 @@ Loss" notes), and for ``sm80_dedup`` it also replays the P-exchange shared-memor
 threads from the PTX (``_cute_ptxreplay``) and fails if any is off.  The DSL's NVVM emits PTX ISA 9.4; an older local
 ptxas (13.0 accepts 9.0) is fed the same text with the version line lowered, which is fine for a
 resource estimate but is not the binary the GPU runs.
+
+Before an all-version run, ``--prepare all`` (or ``--prepare v1_cute,v59_cute``) runs every CuTe version's own
+``prepare`` on the trial and self-check fuzz shapes, so a host-side error on any version's path shows here, not on
+the H200.
 """
 
 from __future__ import annotations
@@ -30,12 +34,70 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def main(argv: list[str]) -> int:
-    os.environ.setdefault("CUTE_DSL_ARCH", "sm_90a")
-    os.environ["KFORGE_CUTE_OPTIONS"] = (os.environ.get("KFORGE_CUTE_OPTIONS", "") + " --keep-ptx").strip()
+#: the trial shapes (``spec.py``'s trials, repeated here: this check runs where torch may be missing)
+TRIAL_PARAMS = ({"b": 32, "s": 1, "t": 4096, "h": 128}, {"b": 32, "s": 16, "t": 4096, "h": 128})
+
+
+def _package() -> None:
     pkg = types.ModuleType("kforge_kernels")
     pkg.__path__ = [str(ROOT / "kernels")]  # type: ignore[attr-defined]
     sys.modules.setdefault("kforge_kernels", pkg)
+
+
+def version_names(arg: str) -> list[str]:
+    """``all`` (every ``v*_cute.py``, in version order) or a comma list, each checked to exist."""
+    mla = ROOT / "kernels" / "mla"
+    if arg == "all":
+        return sorted((p.stem for p in mla.glob("v*_cute.py")), key=lambda n: int(n[1:].split("_")[0]))
+    names = [n for n in arg.split(",") if n]
+    missing = [n for n in names if not (mla / f"{n}.py").is_file()]
+    if missing or not names:
+        raise SystemExit(f"--prepare {arg}: no kernels/mla/<name>.py for {', '.join(missing) or 'an empty list'}; "
+                         "give 'all' or a comma list of CuTe versions such as v1_cute,v59_cute.")
+    return names
+
+
+def prepare_versions(names: list[str]) -> int:
+    """Run each version's own ``prepare`` on the trial shapes and the self-check's fuzz shapes (with their
+    config overrides): every kernel and host path the harness would reach, compiled with no GPU.  One line per
+    version; exit status 1 when any shape failed.  Run 24 shows why: a host attribute only the sm90 classes had
+    failed v1_cute-v3_cute's split path on the H200, and compile checks of sm90 kinds never reach that path."""
+    import importlib
+    import traceback
+
+    from kforge_kernels.mla._cute_selfcheck import FUZZ
+
+    shapes = [(dict(p), {}) for p in TRIAL_PARAMS]
+    shapes += [({"b": b, "s": s, "t": max(lens), "h": h}, cfg) for b, s, h, lens, cfg in FUZZ]
+    bad = 0
+    for name in names:
+        t0, fails = time.time(), []
+        try:
+            mod = importlib.import_module(f"kforge_kernels.mla.{name}")
+        except Exception as exc:  # noqa: BLE001 - report every version
+            fails.append(f"import: {type(exc).__name__}: {exc}")
+            mod = None
+        for params, cfg in shapes if mod is not None else ():
+            try:
+                mod.prepare(params, cfg)
+            except Exception as exc:  # noqa: BLE001
+                where = traceback.extract_tb(exc.__traceback__)[-1]
+                fails.append(f"{params} {cfg or ''}: {type(exc).__name__}: {exc} "
+                             f"({Path(where.filename).name}:{where.lineno})")
+        bad += bool(fails)
+        print(f"{name}: " + ("FAILED: " + " | ".join(fails) if fails else
+                             f"ok, {len(shapes)} shapes prepared in {time.time() - t0:.1f} s"), flush=True)
+    return 1 if bad else 0
+
+
+def main(argv: list[str]) -> int:
+    os.environ.setdefault("CUTE_DSL_ARCH", "sm_90a")
+    _package()
+    if argv[:1] == ["--prepare"]:
+        if len(argv) != 2:
+            raise SystemExit("--prepare takes one argument: 'all' or a comma list of CuTe versions.")
+        return prepare_versions(version_names(argv[1]))
+    os.environ["KFORGE_CUTE_OPTIONS"] = (os.environ.get("KFORGE_CUTE_OPTIONS", "") + " --keep-ptx").strip()
     from kforge_kernels.mla import _cute_host as host
     from kforge_kernels.mla._cute_ptxas import ptxas_report, sass_loop_report
 

@@ -22,8 +22,10 @@ D_QK, D_V, PAGE, BLOCK_M = 576, 512, 64, 64
 LOG2_E = 1.4426950408889634
 H200_SMS = 132
 _CACHE: dict[tuple, Any] = {}
-#: a tail-balanced kind's per-shape state (``_tail_state``), and v57_cute's redo flags per stream (``_redo_flags``)
+#: a tail-balanced kind's per-shape state (``_tail_state``)
 _TAIL: dict[tuple, Any] = {}
+#: the stale-max versions' per-tile redo flags, per (device, stream) (``_redo_flags``)
+_REDO_FLAGS: dict[tuple[str, int], Any] = {}
 # extra cute.compile options, e.g. "--keep-ptx" to inspect registers with `ptxas -v`
 COMPILE_OPTIONS = os.environ.get("KFORGE_CUTE_OPTIONS", "")
 
@@ -121,7 +123,7 @@ def compiled(kind: str, s: int, h: int, stages: int, direct: bool = False,
         i32(1), i32(1), i32(1), i32(1), f32(1.0), stream, options=COMPILE_OPTIONS,
     )
     f_comb = None
-    if not direct and not fused(kind) and not _runs_tail(kind, paired) and not main.redo_guard:  # redo: no combine
+    if not direct and not fused(kind) and not _runs_tail(kind, paired) and not redo_only(kind):  # a redo: no combine
         comb = combine_class(kind)(s, h, main.rows_pad)
         f_comb = cute.compile(comb, p(pdt), p(f32), p(bf), p(f32, 4), i32(1), i32(1), stream, options=COMPILE_OPTIONS)
     _CACHE[key] = (f_main, f_comb, main.rows_pad, main.m_blocks)
@@ -238,9 +240,13 @@ def run_split_combine(
 
 def reset_redo_flags() -> None:
     """Zero every device's redo flags (a test that ran the stale-max kernel without its redo leaves some set)."""
-    for key, flags in _TAIL.items():
-        if key[0] == "redo_flags":
-            flags.zero_()
+    for flags in _REDO_FLAGS.values():
+        flags.zero_()
+
+
+def redo_flag_tensors() -> list[Any]:
+    """Every redo-flag tensor allocated so far (tests check they are all zero after a call)."""
+    return list(_REDO_FLAGS.values())
 
 
 def _redo_flags(n_tiles: int, dev: Any, stream: int = 0) -> Any:
@@ -249,10 +255,10 @@ def _redo_flags(n_tiles: int, dev: Any, stream: int = 0) -> Any:
     take a flag this stream's kernel just set."""
     import torch
 
-    key = ("redo_flags", str(dev), stream)
-    hit = _TAIL.get(key)
+    key = (str(dev), stream)
+    hit = _REDO_FLAGS.get(key)
     if hit is None or hit.numel() < n_tiles:
-        hit = _TAIL[key] = torch.zeros(max(n_tiles, 1024), dtype=torch.int32, device=dev)
+        hit = _REDO_FLAGS[key] = torch.zeros(max(n_tiles, 1024), dtype=torch.int32, device=dev)
     return hit
 
 
