@@ -117,16 +117,26 @@ def main(argv: Sequence[str] | None = None) -> int:
                     return 2
                 seen[v] = path
     results = [r for _, d in parts for r in d.get("results", [])]
+    in_parts = {r.get("version") for r in results}
+    notes = []
     for path, data in reruns:
-        redone = set(_versions(data))
+        redone = _versions(data)
         results = [r for r in results if r.get("version") not in redone] + list(data.get("results", []))
-        print(f"devlog: {', '.join(sorted(redone)) or 'no version'} from the re-run {path} (their rows in the parts "
+        print(f"devlog: {', '.join(redone) or 'no version'} from the re-run {path} (their rows in the parts "
               "left out)", file=sys.stderr)
+        stray = [v for v in redone if v not in in_parts]
+        if stray:
+            print(f"devlog: warning: {', '.join(stray)} of the re-run {path} are in none of the parts: is it the "
+                  "re-run of this run?", file=sys.stderr)
+        if redone:
+            notes.append(f"Note: {', '.join(redone)} from a re-run ({path.name}, started "
+                         f"{str(data.get('started') or '?')[:16]}), in place of their rows in the parts.")
     every = [d for _, d in loaded]
     gpus = sorted({str(d.get("gpu")) for d in every if d.get("gpu")})
     dates = sorted(str(d.get("started", ""))[:10] for d in every if d.get("started"))
     text = render_best(best_rows(results), gpu=" / ".join(gpus) or None, command=args.command,
                        date=dates[0] if dates else "")
+    text = "\n".join([text, *notes])
     if args.devlog:
         replace_marked_block(args.devlog, "best", text, heading="## Current best")
         print(f"devlog: wrote the current-best table of {args.devlog}")

@@ -49,10 +49,11 @@ _TOTALS: dict[str, float] = {"sections": 0, "prepare_s": 0.0, "wait_s": 0.0, "he
 _HOLDS: list[tuple[float, str]] = []  # (held s, test id), the TOP_HOLDS longest
 
 
-def _record(prepare_s: float, wait_s: float, held_s: float) -> None:
+def _record(wait_s: float, held_s: float) -> None:
+    """Count one section that held the lock (its prepare time is added as it ends, failed compiles included)."""
     _TOTALS["sections"] += 1
-    for key, val in (("prepare_s", prepare_s), ("wait_s", wait_s), ("held_s", held_s)):
-        _TOTALS[key] += val
+    _TOTALS["wait_s"] += wait_s
+    _TOTALS["held_s"] += held_s
     test = os.environ.get("PYTEST_CURRENT_TEST", "?").rsplit(" (", 1)[0]
     _HOLDS.append((held_s, test))
     _HOLDS.sort(reverse=True)
@@ -128,9 +129,12 @@ def gpu_section(version: Version, params: Mapping[str, Any]) -> Iterator[None]:
         return
     prepare = getattr(getattr(version, "module", None), "prepare", None)  # peers' shims have no module
     t0 = time.perf_counter()
-    if callable(prepare):
-        prepare(dict(params), dict(version.config))
-    t1 = time.perf_counter()
+    try:
+        if callable(prepare):
+            prepare(dict(params), dict(version.config))
+    finally:
+        t1 = time.perf_counter()
+        _TOTALS["prepare_s"] += t1 - t0
     with contextlib.ExitStack() as held:
         try:
             held.enter_context(gpu_lock(gpu, timeout=LOCK_TIMEOUT_S))
@@ -143,4 +147,4 @@ def gpu_section(version: Version, params: Mapping[str, Any]) -> Iterator[None]:
             yield
         finally:
             _drain_gpu()
-            _record(t1 - t0, t2 - t1, time.perf_counter() - t2)
+            _record(t2 - t1, time.perf_counter() - t2)

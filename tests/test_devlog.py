@@ -100,6 +100,12 @@ def test_cli_rerun_replaces_the_redone_versions_rows_and_says_so(tmp_path: Path,
     lines = {ln.split(" | ")[0].strip("| "): ln for ln in cap.out.splitlines() if ln.startswith("| v")}
     assert set(lines) == {"v2", "v3", "v4"} and "| 152.0 |" in lines["v2"]
     assert "2092" not in lines["v3"] and "| 153.0 | - |" in lines["v3"]  # the part's v3 spec row is left out too
+    assert "Note: v2, v3 from a re-run (rerun.json, started 2026-12-04T17:17), in place of" in cap.out
+    assert "warning" not in cap.err
+    stray = tmp_path / "stray.json"
+    stray.write_text(json.dumps({"results": [_row("v7", "decode", 1, 1)]}))
+    assert main(["best", "--from-json", str(part), "--rerun", str(stray)]) == 0
+    assert "warning: v7 of the re-run" in capsys.readouterr().err
     assert main(["best", "--from-json", str(part), "--rerun", str(rerun), str(rerun)]) == 0  # same file twice: once
     two = tmp_path / "rerun2.json"
     two.write_text(rerun.read_text())

@@ -540,8 +540,11 @@ def test_compilecheck_prepare_names_every_cute_version_in_order_and_refuses_unkn
     assert cc.version_names("v2_cute,v59_cute") == ["v2_cute", "v59_cute"]
     with pytest.raises(SystemExit, match="v99_cute"):
         cc.version_names("v1_cute,v99_cute")
-    with pytest.raises(SystemExit, match="takes one argument"):
-        cc.main(["--prepare"])
+    with pytest.raises(SystemExit, match="_cute_host"):  # a module, not a version
+        cc.version_names("_cute_host")
+    for argv in (["--prepare"], ["--prepare=all", "v1_cute"]):
+        with pytest.raises(SystemExit, match="takes one argument"):
+            cc.main(argv)
     assert cc.TRIAL_PARAMS == tuple(load_version("mla", "v0", kernels_dir=KDIR).spec.trials[t]
                                     for t in ("decode", "spec"))
 

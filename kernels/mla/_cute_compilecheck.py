@@ -50,7 +50,7 @@ def version_names(arg: str) -> list[str]:
     if arg == "all":
         return sorted((p.stem for p in mla.glob("v*_cute.py")), key=lambda n: int(n[1:].split("_")[0]))
     names = [n for n in arg.split(",") if n]
-    missing = [n for n in names if not (mla / f"{n}.py").is_file()]
+    missing = [n for n in names if not (n.startswith("v") and n.endswith("_cute") and (mla / f"{n}.py").is_file())]
     if missing or not names:
         raise SystemExit(f"--prepare {arg}: no kernels/mla/<name>.py for {', '.join(missing) or 'an empty list'}; "
                          "give 'all' or a comma list of CuTe versions such as v1_cute,v59_cute.")
@@ -59,7 +59,8 @@ def version_names(arg: str) -> list[str]:
 
 def prepare_versions(names: list[str]) -> int:
     """Run each version's own ``prepare`` on the trial shapes and the self-check's fuzz shapes (with their
-    config overrides): every kernel and host path the harness would reach, compiled with no GPU.  One line per
+    config overrides): the host's compile paths for one-split, split and merged-pair shapes, compiled with no GPU
+    (the harness's own fuzz draws other sizes of the same paths).  One line per
     version; exit status 1 when any shape failed.  Run 24 shows why: a host attribute only the sm90 classes had
     failed v1_cute-v3_cute's split path on the H200, and compile checks of sm90 kinds never reach that path."""
     import importlib
@@ -93,10 +94,11 @@ def prepare_versions(names: list[str]) -> int:
 def main(argv: list[str]) -> int:
     os.environ.setdefault("CUTE_DSL_ARCH", "sm_90a")
     _package()
-    if argv[:1] == ["--prepare"]:
-        if len(argv) != 2:
+    if argv[:1] and argv[0].split("=", 1)[0] == "--prepare":
+        args = argv[0].split("=", 1)[1:] + argv[1:]
+        if len(args) != 1:
             raise SystemExit("--prepare takes one argument: 'all' or a comma list of CuTe versions.")
-        return prepare_versions(version_names(argv[1]))
+        return prepare_versions(version_names(args[0]))
     os.environ["KFORGE_CUTE_OPTIONS"] = (os.environ.get("KFORGE_CUTE_OPTIONS", "") + " --keep-ptx").strip()
     from kforge_kernels.mla import _cute_host as host
     from kforge_kernels.mla._cute_ptxas import ptxas_report, sass_loop_report
