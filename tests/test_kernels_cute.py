@@ -545,7 +545,7 @@ def test_compilecheck_prepare_names_every_cute_version_in_order_and_refuses_unkn
     for argv in (["--prepare"], ["--prepare=all", "v1_cute"]):
         with pytest.raises(SystemExit, match="takes one argument"):
             cc.main(argv)
-    assert cc.TRIAL_PARAMS == tuple(load_version("mla", "v0", kernels_dir=KDIR).spec.trials[t]
+    assert cc.trial_params() == tuple(load_version("mla", "v0", kernels_dir=KDIR).spec.trials[t]
                                     for t in ("decode", "spec"))
 
 

@@ -34,11 +34,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-#: the trial shapes (``spec.py``'s trials, repeated here: this check runs where torch may be missing)
-TRIAL_PARAMS = ({"b": 32, "s": 1, "t": 4096, "h": 128}, {"b": 32, "s": 16, "t": 4096, "h": 128})
+def trial_params() -> tuple[dict[str, int], ...]:
+    """The spec's default trial shapes (``spec.py`` and ``pytest_kforge`` import without torch)."""
+    _package()
+    from kforge_kernels.mla.spec import SPEC
+
+    return tuple(dict(SPEC.trials[t]) for t in SPEC.default_trials)
 
 
 def _package() -> None:
+    if str(ROOT) not in sys.path:  # pytest_kforge, when the project is not installed
+        sys.path.insert(0, str(ROOT))
     pkg = types.ModuleType("kforge_kernels")
     pkg.__path__ = [str(ROOT / "kernels")]  # type: ignore[attr-defined]
     sys.modules.setdefault("kforge_kernels", pkg)
@@ -46,9 +52,12 @@ def _package() -> None:
 
 def version_names(arg: str) -> list[str]:
     """``all`` (every ``v*_cute.py``, in version order) or a comma list, each checked to exist."""
+    _package()
+    from pytest_kforge.registry import version_sort_key
+
     mla = ROOT / "kernels" / "mla"
     if arg == "all":
-        return sorted((p.stem for p in mla.glob("v*_cute.py")), key=lambda n: int(n[1:].split("_")[0]))
+        return sorted((p.stem for p in mla.glob("v*_cute.py")), key=version_sort_key)
     names = [n for n in arg.split(",") if n]
     missing = [n for n in names if not (n.startswith("v") and n.endswith("_cute") and (mla / f"{n}.py").is_file())]
     if missing or not names:
@@ -68,7 +77,7 @@ def prepare_versions(names: list[str]) -> int:
 
     from kforge_kernels.mla._cute_selfcheck import FUZZ
 
-    shapes = [(dict(p), {}) for p in TRIAL_PARAMS]
+    shapes = [(p, {}) for p in trial_params()]
     shapes += [({"b": b, "s": s, "t": max(lens), "h": h}, cfg) for b, s, h, lens, cfg in FUZZ]
     bad = 0
     for name in names:
