@@ -116,7 +116,7 @@ def check_version(
     spec = version.spec
     dtype = ref_dtype_for(version, params)
     seeds = tuple(seed + i for i in range(repeats))
-    with gpu_section(version, params):
+    with gpu_section(version, params, input_kwargs):
         outputs = spec.alloc_outputs(params, device=device)
         for i, s in enumerate(seeds):
             inputs = spec.make_inputs(params, seed=s, device=device, **dict(input_kwargs or {}))

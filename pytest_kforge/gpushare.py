@@ -6,9 +6,10 @@ tells each one, through ``$KFORGE_XDIST_SHARE``, that it shares its GPU (``$KFOR
 Every GPU section of the core harness (the calls, inputs, reference and compare of
 :func:`~pytest_kforge.correctness.check_version`; inputs, warm-up, timing, stream audit and
 re-check of :func:`~pytest_kforge.bench.run_trial`) then runs inside :func:`gpu_section`: the
-version's ``prepare(params, config)`` (compile without launching, when the module defines it)
-first, in parallel with the other workers, then the body under the GPU's lock, so no two
-workers ever use the GPU at once.
+version's ``prepare(params, config)`` (compile without launching, when the module defines it;
+``prepare(params, config, input_kwargs=...)`` when it takes that keyword, for the extra arguments
+the inputs are made with, e.g. the fuzz test's per-sequence lengths) first, in parallel with the
+other workers, then the body under the GPU's lock, so no two workers ever use the GPU at once.
 
 Not shared (no xdist, K = 1, a worker without a GPU): :func:`gpu_section` does nothing at all,
 no lock and no ``prepare`` call.
@@ -22,6 +23,7 @@ a split says whether compiles inside the lock, waits, or GPU work set a parallel
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
 import re
 import sys
@@ -113,13 +115,21 @@ def _drain_gpu() -> None:
         torch.cuda.empty_cache()  # other workers' inputs must fit: do not shrink a trial for our cache
 
 
+def _takes_input_kwargs(prepare: Any) -> bool:
+    try:
+        return "input_kwargs" in inspect.signature(prepare).parameters
+    except (TypeError, ValueError):  # a builtin without a signature
+        return False
+
+
 @contextlib.contextmanager
-def gpu_section(version: Version, params: Mapping[str, Any]) -> Iterator[None]:
+def gpu_section(version: Version, params: Mapping[str, Any],
+                input_kwargs: Mapping[str, Any] | None = None) -> Iterator[None]:
     """Run the body as one exclusive GPU section of ``version`` on ``params`` (see the module docstring).
 
     When the GPU is shared: call ``version.module.prepare(dict(params), dict(version.config))``
-    if it exists (outside the lock; whatever it raises propagates, as the kernel call's error
-    would), then hold the GPU's lock for the body, synchronising and emptying torch's cache before
+    if it exists (with ``input_kwargs=`` the inputs' extra arguments when it takes that keyword;
+    outside the lock; whatever it raises propagates, as the kernel call's error would), then hold the GPU's lock for the body, synchronising and emptying torch's cache before
     releasing it.  Waiting longer than :data:`LOCK_TIMEOUT_S` raises :class:`LockTimeout`.
     Not shared: the body runs as is.
     """
@@ -131,7 +141,10 @@ def gpu_section(version: Version, params: Mapping[str, Any]) -> Iterator[None]:
     t0 = time.perf_counter()
     try:
         if callable(prepare):
-            prepare(dict(params), dict(version.config))
+            if _takes_input_kwargs(prepare):
+                prepare(dict(params), dict(version.config), input_kwargs=dict(input_kwargs or {}))
+            else:
+                prepare(dict(params), dict(version.config))
     finally:
         t1 = time.perf_counter()
         _TOTALS["prepare_s"] += t1 - t0

@@ -117,7 +117,13 @@ def device_index(t: Any) -> int:
 
 
 def launch(grid: tuple[int, ...], kernel: Any, args: tuple[Any, ...]) -> None:
-    """``ct.launch`` on torch's current stream (the benchmark's CUDA events time that stream)."""
+    """``ct.launch`` on torch's current stream (the benchmark's CUDA events time that stream); in a
+    version's ``prepare`` (``_cutile_prepare``) the kernel is compiled for ``args`` and not launched."""
+    from kforge_kernels.mla import _cutile_prepare
+
+    if _cutile_prepare.preparing():
+        _cutile_prepare.compile_launch(kernel, args)
+        return
     import cuda.tile as ct
     import torch
 

@@ -13,6 +13,7 @@ import dataclasses
 from typing import Any, Callable
 
 from kforge_kernels.mla import _cutile_common as cc
+from kforge_kernels.mla import _cutile_prepare
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,6 +43,8 @@ def get(module: str, defaults: dict[str, Any], config: dict[str, Any] | None, te
         cfg = cc.merged_config(defaults, config)
         shp = cc.check_shapes(q, kv, bt, seq, out, lse)
         got = build(shp, cfg, q)
+        if _cutile_prepare.preparing():
+            return got  # its counters are not zeroed (no kernel may run): never reuse it for a launch
         if len(_plans) >= MAX_PLANS:
             _plans.pop(next(iter(_plans)))
         _plans[key] = got
@@ -58,13 +61,15 @@ def split_workspaces(shp: cc.MLAShape, ns: int, row_tiles: int, like: Any) -> tu
     import torch
 
     dev = like.device
+    # zeroing runs a kernel, which a prepare (outside the shared GPU's lock) must not: its plan is thrown away
+    zeros = torch.empty if _cutile_prepare.preparing() else torch.zeros
     if ns == 1:
         return (torch.empty((1, 1, 16, cc.D_V), dtype=torch.bfloat16, device=dev),
                 torch.empty((1, 1, 16), dtype=torch.float32, device=dev),
-                torch.zeros((16,), dtype=torch.int32, device=dev))
+                zeros((16,), dtype=torch.int32, device=dev))
     return (torch.empty((shp.b, ns, shp.rows, cc.D_V), dtype=torch.bfloat16, device=dev),
             torch.empty((shp.b, ns, shp.rows), dtype=torch.float32, device=dev),
-            torch.zeros((max(16, shp.b * row_tiles),), dtype=torch.int32, device=dev))
+            zeros((max(16, shp.b * row_tiles),), dtype=torch.int32, device=dev))
 
 
 def clear() -> None:

@@ -35,6 +35,25 @@ DEFAULT_SCALE = 1.0 / math.sqrt(D_QK)
 DEEPSEEK_V3_SCALE = 0.1352
 
 
+def seq_lengths(params: Mapping[str, int], seqlens: Sequence[int] | None = None) -> list[int]:
+    """Each sequence's cache length: ``seqlens`` when given (one per sequence, each >= s), else ``t`` for all."""
+    b, s = int(params["b"]), int(params["s"])
+    lens = [int(params["t"])] * b if seqlens is None else [int(x) for x in seqlens]
+    if len(lens) != b:
+        raise ValueError(f"seqlens has {len(lens)} entries for b={b}")
+    if min(lens) < max(s, 1):
+        raise ValueError(f"every cache length must be >= s={s} (got min {min(lens)})")
+    return lens
+
+
+def block_layout(lens: Sequence[int]) -> tuple[list[int], int, int]:
+    """The paged cache :meth:`MLADecodeSpec.make_inputs` builds for these lengths: pages per sequence,
+    the block table's width and the cache's block count (1/16 spare blocks, poisoned, at least one)."""
+    blocks_per_seq = [math.ceil(t / PAGE) for t in lens]
+    used = sum(blocks_per_seq)
+    return blocks_per_seq, max(blocks_per_seq), used + max(1, used // 16)
+
+
 class MLADecodeSpec(KernelSpec):
     name = "mla"
     description = "DeepSeek-V3 MLA decode (absorbed, paged latent KV, causal draft window)"
@@ -75,16 +94,9 @@ class MLADecodeSpec(KernelSpec):
         import torch
 
         b, s, h = int(params["b"]), int(params["s"]), int(params["h"])
-        lens = [int(params["t"])] * b if seqlens is None else [int(x) for x in seqlens]
-        if len(lens) != b:
-            raise ValueError(f"seqlens has {len(lens)} entries for b={b}")
-        if min(lens) < max(s, 1):
-            raise ValueError(f"every cache length must be >= s={s} (got min {min(lens)})")
+        lens = seq_lengths(params, seqlens)
         gen = torch.Generator(device="cpu").manual_seed(seed)
-        blocks_per_seq = [math.ceil(t / PAGE) for t in lens]
-        max_blocks = max(blocks_per_seq)
-        spare = max(1, sum(blocks_per_seq) // 16)
-        num_blocks = sum(blocks_per_seq) + spare
+        blocks_per_seq, max_blocks, num_blocks = block_layout(lens)
         order = torch.randperm(num_blocks, generator=gen) if shuffle_blocks else torch.arange(num_blocks)
         block_table = torch.zeros(b, max_blocks, dtype=torch.int32)
         used = 0

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from kforge_kernels.mla import _cutile_common as cc
+from kforge_kernels.mla import _cutile_prepare
 
 LANGUAGE = "cutile-dsl"
 PARENT = "v0"
@@ -103,3 +104,7 @@ def run(q, kv_cache, block_table, cache_seqlens, softmax_scale, *, out, lse, con
                              float(softmax_scale) * cc.LOG2E, shp.s, shp.h, shp.max_pages,
                              bh, cc.D_V, cc.D_ROPE, cc.PAGE))
     return out, lse
+
+
+# compile every launch of a shape outside the shared GPU's lock (xdist workers): see _cutile_prepare
+prepare = _cutile_prepare.preparer(run)

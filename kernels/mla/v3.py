@@ -16,6 +16,7 @@ from typing import Any
 
 from kforge_kernels.mla import _cutile_combine as comb
 from kforge_kernels.mla import _cutile_common as cc
+from kforge_kernels.mla import _cutile_prepare
 
 LANGUAGE = "cutile-dsl"
 PARENT = "v2"
@@ -157,3 +158,7 @@ def run(q, kv_cache, block_table, cache_seqlens, softmax_scale, *, out, lse, con
     if not direct:
         comb.combine(o_part, l_part, o3, lse, shp.h, rows_per_cta=int(cfg["COMBINE_ROWS"]))
     return out, lse
+
+
+# compile every launch of a shape outside the shared GPU's lock (xdist workers): see _cutile_prepare
+prepare = _cutile_prepare.preparer(run)

@@ -28,6 +28,7 @@ from typing import Any
 
 from kforge_kernels.mla import _cutile_common as cc
 from kforge_kernels.mla import _cutile_plan as plan
+from kforge_kernels.mla import _cutile_prepare
 
 LANGUAGE = "cutile-dsl"
 PARENT = "v6"
@@ -212,3 +213,7 @@ def run(q, kv_cache, block_table, cache_seqlens, softmax_scale, *, out, lse, con
                                  out.view(b, s * h, cc.D_V), lse.view(-1), *p.workspaces,
                                  float(softmax_scale) * cc.LOG2E, *p.consts))
     return out, lse
+
+
+# compile every launch of a shape outside the shared GPU's lock (xdist workers): see _cutile_prepare
+prepare = _cutile_prepare.preparer(run)

@@ -1,0 +1,218 @@
+"""The cuTile versions' ``prepare`` (``kernels/mla/_cutile_prepare.py``): compile outside the shared GPU's lock.
+
+CPU part: every cuTile MLA version has a ``prepare`` that takes the fuzz test's ``input_kwargs``; the empty
+tensors it compiles for have exactly the shapes, dtypes and layout the spec makes; the ``_compile`` memo
+serves a launch what prepare compiled and compiles anything else; prepare mode launches nothing (no
+``ct.launch``, no zeroing kernel, no cached plan with unzeroed counters); ``gpu_section`` hands
+``input_kwargs`` only to a prepare that takes it.  GPU part (skipped without CUDA + cuTile): after
+``prepare``, the version's real launches on the spec's inputs compile nothing.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import types
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pytest_kforge.registry import Registry
+
+ROOT = Path(__file__).resolve().parents[1]
+MLA_CUTILE = ["v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11"]
+
+
+@pytest.fixture(scope="module")
+def mla():
+    return Registry(ROOT / "kernels").kernel("mla")
+
+
+def _mod(name: str):
+    Registry(ROOT / "kernels").kernel("mla")  # installs the kforge_kernels package
+    import importlib
+
+    return importlib.import_module(f"kforge_kernels.mla.{name}")
+
+
+@pytest.mark.parametrize("name", MLA_CUTILE)
+def test_every_cutile_version_prepares_with_the_fuzz_inputs(mla, name):
+    import inspect
+
+    prepare = getattr(mla.version(name).module, "prepare", None)
+    assert callable(prepare)
+    assert "input_kwargs" in inspect.signature(prepare).parameters
+
+
+@settings(max_examples=25, deadline=None)
+@given(b=st.integers(1, 5), s=st.integers(1, 16), h=st.sampled_from([16, 128]), data=st.data())
+def test_empty_inputs_have_the_layout_the_spec_makes(b, s, h, data):
+    spec_mod, prep = _mod("spec"), _mod("_cutile_prepare")
+    lens = data.draw(st.lists(st.integers(s, 700), min_size=b, max_size=b))
+    params = {"b": b, "s": s, "t": max(lens), "h": h}
+    kw = data.draw(st.sampled_from([{"seqlens": lens}, {}]))
+    if not kw:
+        params["t"] = lens[0]
+    made = spec_mod.SPEC.make_inputs(params, seed=1, **kw) | spec_mod.SPEC.alloc_outputs(params)
+    empty = prep.empty_inputs(spec_mod.SPEC, params, kw, "cpu")
+    assert empty.keys() == made.keys()
+    for name, t in made.items():
+        if name == "softmax_scale":
+            assert empty[name] == t
+            continue
+        e = empty[name]
+        assert (tuple(e.shape), e.stride(), e.dtype) == (tuple(t.shape), t.stride(), t.dtype), name
+
+
+class _Kernel:
+    """Stands in for ``cuda.tile.kernel``: ``_compile`` counts the compiles it really does."""
+
+    def __init__(self):
+        self.compiles = 0
+
+    def _compile(self, signature, context, compute_capability=None):
+        self.compiles += 1
+        return (f"cubin{self.compiles}", "sym", None, ())
+
+
+def _sig(*params, symbol=None, conv="v1"):
+    return types.SimpleNamespace(parameters=params, calling_convention=types.SimpleNamespace(code=conv),
+                                 symbol=symbol)
+
+
+def test_the_memo_serves_what_prepare_compiled_and_compiles_anything_else(monkeypatch):
+    prep = _mod("_cutile_prepare")
+    monkeypatch.setattr(prep, "_MEMO", {})
+    monkeypatch.setattr(prep, "_INSTALLED", [])
+    monkeypatch.setattr(prep, "STATS", {"prepared": 0, "compiled": 0, "hits": 0, "misses": 0})
+    cls = type("K", (_Kernel,), {})
+    prep.install_memo(cls)
+    prep.install_memo(cls)  # once per class: a second install must not wrap the wrapper
+    k = cls()
+    with prep._prepare_mode():
+        assert k._compile(_sig("a", 1, symbol="mangled"), None, (9, 0))[0] == "cubin1"
+    # the launch's signature: same constraints, no symbol yet -> served from the memo
+    assert k._compile(_sig("a", 1), None, (9, 0))[0] == "cubin1"
+    assert (k.compiles, prep.STATS["compiled"], prep.STATS["hits"], prep.STATS["misses"]) == (1, 1, 1, 0)
+    # a different constraint, calling convention, capability or kernel object compiles
+    assert k._compile(_sig("a", 2), None, (9, 0))[0] == "cubin2"
+    assert k._compile(_sig("a", 1, conv="v2"), None, (9, 0))[0] == "cubin3"
+    assert k._compile(_sig("a", 1), None, (10, 0))[0] == "cubin4"
+    assert cls()._compile(_sig("a", 1), None, (9, 0))[0] == "cubin1"  # its own first compile
+    assert prep.STATS["misses"] == 4 and prep.STATS["hits"] == 1
+    # an unhashable constraint still keys (by its repr)
+    assert prep.signature_key(_sig(["x"], 1))[0] == (repr((["x"], 1)),)
+
+
+def test_prepare_mode_launches_nothing(monkeypatch):
+    import torch
+
+    cc, plan, prep = _mod("_cutile_common"), _mod("_cutile_plan"), _mod("_cutile_prepare")
+    compiled = []
+    monkeypatch.setattr(prep, "compile_launch", lambda kernel, args: compiled.append((kernel, args)))
+
+    def no_kernels(*a, **k):
+        raise AssertionError("a kernel ran in prepare mode")
+
+    monkeypatch.setattr(torch, "zeros", no_kernels)
+    with prep._prepare_mode():
+        cc.launch((1, 1, 1), "kern", ("arg",))  # would import cuda.tile and launch
+        shp = cc.MLAShape(b=2, s=1, h=16, max_pages=3, num_blocks=8)
+        ws = plan.split_workspaces(shp, 2, 1, torch.empty(1))
+        assert [tuple(t.shape) for t in ws] == [(2, 2, 16, 512), (2, 2, 16), (16,)]
+        built = []
+        tensors = (torch.empty(2, 1, 16, 576), torch.empty(8, 64, 576), torch.empty(2, 3, dtype=torch.int32),
+                   torch.empty(2, dtype=torch.int32), torch.empty(2, 1, 16, 512), torch.empty(2, 16, 1))
+        plan.clear()
+        plan.get("mod", {}, None, tensors, lambda *a: built.append(1) or "plan")
+        plan.get("mod", {}, None, tensors, lambda *a: built.append(1) or "plan")
+    assert compiled == [("kern", ("arg",))]
+    assert len(built) == 2 and not plan._plans  # a prepared plan (counters not zeroed) is never kept
+
+
+def test_prepare_runs_once_per_shape_and_config(monkeypatch):
+    import torch
+
+    prep = _mod("_cutile_prepare")
+    calls = []
+
+    def run(**kw):
+        calls.append((prep.preparing(), sorted(kw)))
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(prep, "empty_inputs", lambda spec, params, kw, device: {"q": params["b"]})
+    monkeypatch.setattr(prep, "_DONE", set())
+    monkeypatch.setattr(prep, "STATS", dict.fromkeys(prep.STATS, 0))
+    prepare = prep.preparer(run)
+    params = {"b": 2, "s": 1, "t": 70, "h": 16}
+    prepare(params, {"X": 1})
+    prepare(params, {"X": 1})
+    prepare(params, {"X": 2})
+    prepare(params, {"X": 2}, input_kwargs={"seqlens": [70, 5]})
+    assert calls == [(True, ["config", "q"])] * 3
+    assert not prep.preparing() and prep.STATS["prepared"] == 3
+
+    def broken(**kw):
+        raise RuntimeError("tileiras: no such tile shape")
+
+    prep.preparer(broken)(params, {})  # never raises: the launch reports a real error itself
+    assert prep.STATS["errors"] == 1 and "no such tile shape" in prep.LAST_ERROR[0]
+
+
+def test_gpu_section_hands_input_kwargs_only_to_a_prepare_that_takes_them(monkeypatch, tmp_path):
+    from pytest_kforge import gpushare
+
+    monkeypatch.setenv(gpushare.ENV_PINNED, "0")
+    monkeypatch.setenv(gpushare.ENV_SHARE, "2")
+    monkeypatch.setattr(gpushare, "gpu_lock", lambda gpu, timeout: _null())
+    seen = []
+
+    def new(params, config, input_kwargs=None):
+        seen.append(("new", input_kwargs))
+
+    def old(params, config):
+        seen.append(("old", None))
+
+    for prepare in (new, old):
+        version = types.SimpleNamespace(module=types.SimpleNamespace(prepare=prepare), config={})
+        with gpushare.gpu_section(version, {"b": 1}, {"seqlens": [3]}):
+            pass
+    with gpushare.gpu_section(types.SimpleNamespace(module=types.SimpleNamespace(prepare=new), config={}),
+                              {"b": 1}):
+        pass
+    assert seen == [("new", {"seqlens": [3]}), ("old", None), ("new", {})]
+
+
+def _null():
+    import contextlib
+
+    return contextlib.nullcontext()
+
+
+def _gpu_cutile() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_available() and importlib.util.find_spec("cuda.tile") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+@pytest.mark.skipif(not _gpu_cutile(), reason="needs a CUDA GPU and cuTile (cuda.tile)")
+@pytest.mark.parametrize("name,params,kw", [
+    ("v11", {"b": 5, "s": 2, "t": 1000, "h": 64}, {}),  # split + combine
+    ("v5", {"b": 3, "s": 3, "t": 300, "h": 16}, {"seqlens": [300, 70, 3]}),  # plan, fuzz-like lengths
+])
+def test_after_prepare_the_real_launches_compile_nothing(mla, name, params, kw):
+    spec_mod, prep = _mod("spec"), _mod("_cutile_prepare")
+    v = mla.version(name)
+    v.module.prepare(dict(params), dict(v.config), input_kwargs=kw)
+    before = dict(prep.STATS)
+    inputs = spec_mod.SPEC.make_inputs(params, seed=3, device="cuda", **kw)
+    outs = spec_mod.SPEC.alloc_outputs(params, device="cuda")
+    assert prep.STATS["errors"] == 0, prep.LAST_ERROR
+    v.fn(**inputs, **outs, config=dict(v.config))
+    assert prep.STATS["misses"] == before["misses"], "a launch compiled a signature prepare did not predict"
+    assert prep.STATS["hits"] > before["hits"]
