@@ -1,11 +1,11 @@
 """The cuTile versions' ``prepare`` (``kernels/mla/_cutile_prepare.py``): compile outside the shared GPU's lock.
 
 CPU part: every cuTile MLA version has a ``prepare`` that takes the fuzz test's ``input_kwargs``; the empty
-tensors it compiles for have exactly the shapes, dtypes and layout the spec makes; the ``_compile`` memo
-serves a launch what prepare compiled and compiles anything else; prepare mode launches nothing (no
-``ct.launch``, no zeroing kernel, no cached plan with unzeroed counters); ``gpu_section`` hands
-``input_kwargs`` only to a prepare that takes it.  GPU part (skipped without CUDA + cuTile): after
-``prepare``, the version's real launches on the spec's inputs compile nothing.
+tensors it compiles for have exactly the shapes, dtypes and layout the spec makes; prepare mode launches
+nothing (no ``ct.launch``, no zeroing kernel, no cached plan with unzeroed counters) and runs once per shape
+and config; a failing prepare never raises; ``gpu_section`` hands ``input_kwargs`` only to a prepare that
+takes it.  GPU part (skipped without CUDA + cuTile): after ``prepare``, the version's real launches on the
+spec's inputs compile nothing and are correct.
 """
 
 from __future__ import annotations
@@ -65,52 +65,12 @@ def test_empty_inputs_have_the_layout_the_spec_makes(b, s, h, data):
         assert (tuple(e.shape), e.stride(), e.dtype) == (tuple(t.shape), t.stride(), t.dtype), name
 
 
-class _Kernel:
-    """Stands in for ``cuda.tile.kernel``: ``_compile`` counts the compiles it really does."""
-
-    def __init__(self):
-        self.compiles = 0
-
-    def _compile(self, signature, context, compute_capability=None):
-        self.compiles += 1
-        return (f"cubin{self.compiles}", "sym", None, ())
-
-
-def _sig(*params, symbol=None, conv="v1"):
-    return types.SimpleNamespace(parameters=params, calling_convention=types.SimpleNamespace(code=conv),
-                                 symbol=symbol)
-
-
-def test_the_memo_serves_what_prepare_compiled_and_compiles_anything_else(monkeypatch):
-    prep = _mod("_cutile_prepare")
-    monkeypatch.setattr(prep, "_MEMO", {})
-    monkeypatch.setattr(prep, "_INSTALLED", [])
-    monkeypatch.setattr(prep, "STATS", {"prepared": 0, "compiled": 0, "hits": 0, "misses": 0})
-    cls = type("K", (_Kernel,), {})
-    prep.install_memo(cls)
-    prep.install_memo(cls)  # once per class: a second install must not wrap the wrapper
-    k = cls()
-    with prep._prepare_mode():
-        assert k._compile(_sig("a", 1, symbol="mangled"), None, (9, 0))[0] == "cubin1"
-    # the launch's signature: same constraints, no symbol yet -> served from the memo
-    assert k._compile(_sig("a", 1), None, (9, 0))[0] == "cubin1"
-    assert (k.compiles, prep.STATS["compiled"], prep.STATS["hits"], prep.STATS["misses"]) == (1, 1, 1, 0)
-    # a different constraint, calling convention, capability or kernel object compiles
-    assert k._compile(_sig("a", 2), None, (9, 0))[0] == "cubin2"
-    assert k._compile(_sig("a", 1, conv="v2"), None, (9, 0))[0] == "cubin3"
-    assert k._compile(_sig("a", 1), None, (10, 0))[0] == "cubin4"
-    assert cls()._compile(_sig("a", 1), None, (9, 0))[0] == "cubin1"  # its own first compile
-    assert prep.STATS["misses"] == 4 and prep.STATS["hits"] == 1
-    # an unhashable constraint still keys (by its repr)
-    assert prep.signature_key(_sig(["x"], 1))[0] == (repr((["x"], 1)),)
-
-
 def test_prepare_mode_launches_nothing(monkeypatch):
     import torch
 
     cc, plan, prep = _mod("_cutile_common"), _mod("_cutile_plan"), _mod("_cutile_prepare")
     compiled = []
-    monkeypatch.setattr(prep, "compile_launch", lambda kernel, args: compiled.append((kernel, args)))
+    monkeypatch.setattr(prep, "compile_launch", lambda grid, kernel, args: compiled.append((grid, kernel, args)))
 
     def no_kernels(*a, **k):
         raise AssertionError("a kernel ran in prepare mode")
@@ -127,7 +87,7 @@ def test_prepare_mode_launches_nothing(monkeypatch):
         plan.clear()
         plan.get("mod", {}, None, tensors, lambda *a: built.append(1) or "plan")
         plan.get("mod", {}, None, tensors, lambda *a: built.append(1) or "plan")
-    assert compiled == [("kern", ("arg",))]
+    assert compiled == [((1, 1, 1), "kern", ("arg",))]
     assert len(built) == 2 and not plan._plans  # a prepared plan (counters not zeroed) is never kept
 
 
@@ -205,14 +165,36 @@ def _gpu_cutile() -> bool:
     ("v11", {"b": 5, "s": 2, "t": 1000, "h": 64}, {}),  # split + combine
     ("v5", {"b": 3, "s": 3, "t": 300, "h": 16}, {"seqlens": [300, 70, 3]}),  # plan, fuzz-like lengths
 ])
-def test_after_prepare_the_real_launches_compile_nothing(mla, name, params, kw):
+def test_after_prepare_the_real_launches_compile_nothing(mla, name, params, kw, monkeypatch):
+    import cuda.tile as ct
+
     spec_mod, prep = _mod("spec"), _mod("_cutile_prepare")
+    compiles = []
+    original = ct.kernel._compile
+
+    def counting(self, *args, **kwargs):
+        compiles.append(self._pyfunc.__name__)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(ct.kernel, "_compile", counting)
     v = mla.version(name)
     v.module.prepare(dict(params), dict(v.config), input_kwargs=kw)
-    before = dict(prep.STATS)
+    assert prep.STATS["errors"] == 0, prep.LAST_ERROR
+    prepared = list(compiles)
+    assert prepared, "prepare compiled nothing"
     inputs = spec_mod.SPEC.make_inputs(params, seed=3, device="cuda", **kw)
     outs = spec_mod.SPEC.alloc_outputs(params, device="cuda")
-    assert prep.STATS["errors"] == 0, prep.LAST_ERROR
     v.fn(**inputs, **outs, config=dict(v.config))
-    assert prep.STATS["misses"] == before["misses"], "a launch compiled a signature prepare did not predict"
-    assert prep.STATS["hits"] > before["hits"]
+    assert compiles == prepared, f"the launch compiled {compiles[len(prepared):]} again after prepare"
+    ref = spec_mod.SPEC.reference(inputs)
+    assert all(r.ok for r in spec_mod.SPEC.compare(outs, ref))
+
+
+def test_every_mla_version_passes_the_static_cheat_check(mla):
+    """Run 25: the first cuTile prepare memoised ``cuda.tile.kernel._compile`` by assigning into it, and the
+    harness refused every cuTile version on the H200 (55 errors): a check that reads every version's source
+    and its helpers costs a second here."""
+    from pytest_kforge.trust.static import check_version
+
+    found = {n: check_version(mla.version(n), allow=()) for n in mla.version_names() if n != "v0"}
+    assert {n: f for n, f in found.items() if f} == {}

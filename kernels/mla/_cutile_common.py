@@ -122,7 +122,7 @@ def launch(grid: tuple[int, ...], kernel: Any, args: tuple[Any, ...]) -> None:
     from kforge_kernels.mla import _cutile_prepare
 
     if _cutile_prepare.preparing():
-        _cutile_prepare.compile_launch(kernel, args)
+        _cutile_prepare.compile_launch(grid, kernel, args)
         return
     import cuda.tile as ct
     import torch

@@ -7,13 +7,17 @@ every worker ran one at a time (run 24: the cuTile part took 493 s with the GPU 
 How: ``prepare(params, config, input_kwargs)`` calls the version's own ``run`` on uninitialised tensors of
 the shapes the harness will pass (``torch.empty``: no kernel runs, so nothing disturbs the worker that holds
 the GPU), with :func:`preparing` set, under which ``_cutile_common.launch`` compiles instead of launching
-(:func:`compile_launch`): it derives the ``KernelSignature`` that ``ct.launch`` derives from the same
-arguments (``KernelSignature.from_kernel_args``: dtypes, shapes, strides, alignment, aliasing) and calls
-the kernel's ``_compile``.  :func:`install_memo` wraps ``_compile`` once per process so the real launch
-that follows, which calls ``_compile`` on its JIT-cache miss, gets the result back without compiling.
-A signature the prepare did not predict simply compiles at the launch, as before (counted in
-:data:`STATS` as a miss), and a prepare that fails is counted and left to the launch, which raises
-its own error if the failure was real: the memo can cost time, never correctness.
+(:func:`compile_launch`).  That goes through cuTile's own launch preparation without the launch
+(``cuda.tile._cext._export_ipc_benchmark_payload``, cuda-tile 1.7: it reads the arguments as ``ct.launch``
+does -- dtypes, shapes, strides, alignment, aliasing, the calling convention they need -- compiles on a
+miss, keeps the kernel in the dispatcher's in-process cache and returns an IPC payload, which is dropped;
+nothing is queued on a stream), so the real launch that follows finds the kernel compiled.  A launch whose
+arguments differ from the prepared ones simply compiles, as before, and a prepare that fails is counted
+in :data:`STATS` and left to the launch, which raises its own error if the failure was real: prepare can
+cost time, never correctness.  (A first version memoised ``cuda.tile.kernel._compile`` instead; the
+harness's static cheat check rightly refuses a version that assigns into an imported module, and its
+signature, ``KernelSignature.from_kernel_args`` with the v1 calling convention, missed the launch's own,
+which specialises on shapes when the arguments allow it.)
 """
 
 from __future__ import annotations
@@ -24,15 +28,11 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 _PREPARING: contextvars.ContextVar[bool] = contextvars.ContextVar("kforge_cutile_preparing", default=False)
-#: (id(kernel), signature key, compute capability) -> (kernel, what ``_compile`` returned)
-_MEMO: dict[tuple[Any, ...], tuple[Any, Any]] = {}
-#: this process's counts: prepared shapes, kernels compiled by prepare, launches served from the memo
-#: (hits) and launches that compiled anyway (misses: a signature prepare did not predict)
-STATS: dict[str, int] = {"prepared": 0, "compiled": 0, "hits": 0, "misses": 0, "errors": 0}
+#: this process's counts: prepared shapes, launches compiled by prepare, prepares that failed
+STATS: dict[str, int] = {"prepared": 0, "compiled": 0, "errors": 0}
 #: the last prepare failure, ``"<version run> <params>: <error>"`` (the launch reports its own)
 LAST_ERROR: list[str] = []
 _DONE: set[tuple[Any, ...]] = set()
-_INSTALLED: list[Any] = []
 
 
 def preparing() -> bool:
@@ -49,60 +49,17 @@ def _prepare_mode() -> Iterator[None]:
         _PREPARING.reset(token)
 
 
-def signature_key(signature: Any) -> tuple[Any, ...]:
-    """What decides the compiled code: the parameter constraints and the calling convention (not the
-    symbol, which ``ct.launch`` may leave for the compiler to mangle)."""
-    params = tuple(signature.parameters)
-    try:
-        hash(params)
-    except TypeError:  # a constraint holding a list: its repr is as exact
-        params = (repr(params),)
-    conv = signature.calling_convention
-    return params, getattr(conv, "code", repr(conv))
-
-
-def install_memo(kernel_cls: Any) -> None:
-    """Wrap ``kernel_cls._compile`` (``cuda.tile.kernel``) with the memo, once per process."""
-    if kernel_cls in _INSTALLED:
-        return
-    original = kernel_cls._compile
-
-    def _compile(self: Any, signature: Any, context: Any, compute_capability: Any = None) -> Any:
-        key = (id(self), signature_key(signature), _capability(compute_capability))
-        got = _MEMO.get(key)
-        if got is not None:
-            if not preparing():
-                STATS["hits"] += 1
-            return got[1]
-        result = original(self, signature, context, compute_capability)
-        _MEMO[key] = (self, result)  # the kernel object is kept alive, so its id stays unique
-        STATS["compiled" if preparing() else "misses"] += 1
-        return result
-
-    _compile.__wrapped__ = original  # type: ignore[attr-defined]
-    kernel_cls._compile = _compile
-    _INSTALLED.append(kernel_cls)
-
-
-def _capability(given: Any) -> tuple[int, ...]:
-    """The compute capability a compile targets (``None``: the current device's, as ``_compile`` does)."""
-    if given:
-        return tuple(given)
+def compile_launch(grid: tuple[int, ...], kernel: Any, args: tuple[Any, ...]) -> None:
+    """Compile ``kernel`` for ``args`` as ``ct.launch(stream, grid, kernel, args)`` would, without launching it."""
     import torch
-    from cuda.tile._cext import get_compute_capability
+    from cuda.tile import _cext
 
-    return tuple(get_compute_capability(torch.cuda.current_device()))
-
-
-def compile_launch(kernel: Any, args: tuple[Any, ...]) -> None:
-    """Compile ``kernel`` for ``args`` as ``ct.launch`` would, without launching it."""
-    from cuda.tile import kernel as kernel_cls
-    from cuda.tile._cext import default_tile_context
-    from cuda.tile.compilation import CallingConvention, KernelSignature
-
-    install_memo(kernel_cls)
-    sig = KernelSignature.from_kernel_args(kernel, args, CallingConvention.cutile_python_v1())
-    kernel._compile(sig, default_tile_context, _capability(None))
+    export = getattr(_cext, "_export_ipc_benchmark_payload", None)
+    if export is None:
+        raise RuntimeError("this cuda-tile has no _export_ipc_benchmark_payload (cuda-tile 1.7 has): the kernels "
+                           "compile at their first launch, inside the GPU lock")
+    export(torch.cuda.current_stream(), tuple(grid), kernel, tuple(args))  # the stream ct.launch gets
+    STATS["compiled"] += 1
 
 
 def empty_inputs(spec: Any, params: Mapping[str, int], input_kwargs: Mapping[str, Any] | None,
