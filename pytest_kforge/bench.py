@@ -13,6 +13,7 @@ clock that advances by exactly one measured device time per round, so ``--benchm
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 
 from collections.abc import Mapping, Sequence
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from .correctness import ref_dtype_for, run_once
 from .gpushare import gpu_section
+from .spec import inputs_to
 from .timing import TimingResult, floor_problem, make_clock, side_stream_problem, stream_audit, time_launch
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -43,13 +45,15 @@ def _is_oom(exc: BaseException) -> bool:
     return isinstance(exc, oom)
 
 
-def _prepare(version: Version, trial: TrialConfig, ks: KforgeSession) -> tuple[TrialConfig, dict, dict, list[str]]:
+def _prepare(version: Version, trial: TrialConfig, ks: KforgeSession,
+             host: HostInputs | None = None) -> tuple[TrialConfig, dict, dict, list[str]]:
     """Inputs, outputs and contract problems of one call, shrinking on out-of-memory."""
     spec = version.spec
     current = trial
     while True:
         try:
-            used, inputs = ks.trial_inputs(current)
+            made = host.for_params(ks.trial_in_use(current).params) if host is not None else None
+            used, inputs = ks.trial_inputs(current, made.trial if made is not None else None)
             current = used  # a shrink remembered from an earlier version
             outputs = spec.alloc_outputs(used.params, device=ks.device)
             problems = run_once(version, inputs, outputs)
@@ -74,7 +78,7 @@ def _prepare(version: Version, trial: TrialConfig, ks: KforgeSession) -> tuple[T
 
 
 def _recheck(version: Version, used: TrialConfig, inputs: dict[str, Any], outputs: Mapping[str, Any],
-             ks: KforgeSession) -> str | None:
+             ks: KforgeSession, host: HostInputs | None = None) -> str | None:
     """Correctness after timing, on new values written *in place* into the timed input buffers.
 
     Two rounds, same pointers, same shapes, same output buffers: (1) in each floating-point input
@@ -89,7 +93,9 @@ def _recheck(version: Version, used: TrialConfig, inputs: dict[str, Any], output
 
     spec = version.spec
     seed = ks.seed + RECHECK_SEED_OFFSET
-    fresh = spec.make_inputs(used.params, seed=seed, device=ks.device)
+    made = host.for_params(used.params) if host is not None else None
+    fresh = inputs_to(made.fresh, ks.device) if made is not None else spec.make_inputs(
+        used.params, seed=seed, device=ks.device)
     gen = torch.Generator(device="cpu").manual_seed(seed)
     for mode in ("one random slice of new values", "new values"):
         clones: dict[str, Any] = {}  # overwritten in place: their old contents
@@ -128,15 +134,41 @@ def run_trial(version: Version, trial: TrialConfig, ks: KforgeSession) -> tuple[
     """Time ``version`` on ``trial``; returns the results-JSON row (``error`` set when rejected).
 
     On a GPU shared by several xdist workers all of it (inputs, warm-up, timing, stream audit,
-    re-check) is one exclusive GPU section (:func:`~pytest_kforge.gpushare.gpu_section`).
+    re-check) is one exclusive GPU section (:func:`~pytest_kforge.gpushare.gpu_section`), except the
+    random values of the trial's inputs (when this process has not built them yet) and of the re-check's
+    fresh inputs, which are made on the host before it (:class:`HostInputs`).
     """
-    with gpu_section(version, ks.trial_in_use(trial).params):
-        return _run_trial(version, trial, ks)
+    used = ks.trial_in_use(trial)
+    host = HostInputs.make(version.spec, used, ks)
+    with gpu_section(version, used.params):
+        return _run_trial(version, trial, ks, host)
 
 
-def _run_trial(version: Version, trial: TrialConfig, ks: KforgeSession) -> tuple[dict[str, Any], TimingResult | None]:
+@dataclasses.dataclass
+class HostInputs:
+    """A trial's inputs made on the host outside the GPU lock: ``trial`` (None when this process already
+    holds them on the device) and the re-check's ``fresh`` ones, for ``params``; a shrink for memory inside
+    the section changes the params, and then the section makes its own."""
+
+    params: dict[str, Any]
+    trial: dict[str, Any] | None
+    fresh: dict[str, Any]
+
+    @classmethod
+    def make(cls, spec: Any, used: TrialConfig, ks: KforgeSession) -> HostInputs:
+        cached = ks.has_trial_inputs(used)
+        return cls(dict(used.params),
+                   None if cached else spec.make_inputs(used.params, seed=ks.seed, device="cpu"),
+                   spec.make_inputs(used.params, seed=ks.seed + RECHECK_SEED_OFFSET, device="cpu"))
+
+    def for_params(self, params: Mapping[str, Any]) -> HostInputs | None:
+        return self if dict(params) == self.params else None
+
+
+def _run_trial(version: Version, trial: TrialConfig, ks: KforgeSession,
+               host: HostInputs | None = None) -> tuple[dict[str, Any], TimingResult | None]:
     spec = version.spec
-    used, inputs, outputs, problems = _prepare(version, trial, ks)
+    used, inputs, outputs, problems = _prepare(version, trial, ks, host)
     row: dict[str, Any] = {
         "version": version.name, "language": version.language, "parent": version.parent,
         "trial": trial.name, "id": used.id, "params": dict(used.params), "note": used.note,
@@ -175,7 +207,7 @@ def _run_trial(version: Version, trial: TrialConfig, ks: KforgeSession) -> tuple
         return problem
 
     error = (side_stream_problem(res) or audit() or floor_problem(med, floor_s)
-             or _recheck(version, used, inputs, outputs, ks))
+             or _recheck(version, used, inputs, outputs, ks, host))
     row["stream_audit"] = audit_state[0]  # "ok", "failed", why it could not run, or why it was not run
     if error is None:
         row["sm_clock_witness"] = _witness(launch, ks, med * 1e6)

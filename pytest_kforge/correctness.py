@@ -111,15 +111,19 @@ def check_version(
     """Run steps 1-6 of the module docstring; ``repeats`` fresh input sets share one output buffer.
 
     On a GPU shared by several xdist workers it all runs as one exclusive GPU section
-    (:func:`~pytest_kforge.gpushare.gpu_section`: the version's ``prepare`` first, outside the lock).
+    (:func:`~pytest_kforge.gpushare.gpu_section`: the version's ``prepare`` first, outside the lock), except
+    the inputs' random values, which are made on the host before it (:func:`~pytest_kforge.spec.inputs_to`).
     """
+    from .spec import inputs_to
+
     spec = version.spec
     dtype = ref_dtype_for(version, params)
     seeds = tuple(seed + i for i in range(repeats))
+    host = [spec.make_inputs(params, seed=s, device="cpu", **dict(input_kwargs or {})) for s in seeds]
     with gpu_section(version, params, input_kwargs):
         outputs = spec.alloc_outputs(params, device=device)
         for i, s in enumerate(seeds):
-            inputs = spec.make_inputs(params, seed=s, device=device, **dict(input_kwargs or {}))
+            inputs = inputs_to(host[i], device)
             problems = run_once(version, inputs, outputs)
             where = f"call {i + 1} of {repeats} (seed {s}{', reusing the output buffers' if i else ''})"
             if problems:

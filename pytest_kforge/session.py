@@ -108,18 +108,27 @@ class KforgeSession:
         return self.device.startswith("cuda")
 
     # ---- inputs ----------------------------------------------------------------------------------
-    def trial_inputs(self, trial: TrialConfig) -> tuple[TrialConfig, dict[str, Any]]:
-        """Inputs of ``trial`` on the run's device, built once per run (shared by all versions).
+    def trial_inputs(self, trial: TrialConfig,
+                     host: Mapping[str, Any] | None = None) -> tuple[TrialConfig, dict[str, Any]]:
+        """Inputs of ``trial`` on the run's device, built once per run (shared by all versions), from
+        ``host`` when given (the same inputs made on the host: only the copy is left to do).
 
         Returns the trial actually used (it differs when a shrink for memory happened before).
         """
         assert self.selection is not None
         key = self._key(trial)
         if key not in self._inputs:
+            from .spec import inputs_to
+
             spec = self.selection.kernel.spec
-            inputs = spec.make_inputs(trial.params, seed=self.seed, device=self.device)
+            inputs = (inputs_to(host, self.device) if host is not None
+                      else spec.make_inputs(trial.params, seed=self.seed, device=self.device))
             self._inputs[key] = (trial, inputs)
         return self._inputs[key]
+
+    def has_trial_inputs(self, trial: TrialConfig) -> bool:
+        """Whether :meth:`trial_inputs` would return inputs already built."""
+        return self._key(trial) in self._inputs
 
     def trial_in_use(self, trial: TrialConfig) -> TrialConfig:
         """The config :meth:`trial_inputs` would use for ``trial`` (a remembered shrink), building nothing."""

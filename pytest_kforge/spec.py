@@ -27,6 +27,7 @@ __all__ = [
     "KernelSpec",
     "CompareResult",
     "compare_outputs",
+    "inputs_to",
 ]
 
 _PARAM_RE = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -188,6 +189,19 @@ class KernelSpec:
 
     def compare(self, outputs: Mapping[str, torch.Tensor], ref: Mapping[str, torch.Tensor]) -> list[CompareResult]:
         return [compare_outputs(n, outputs[n], ref[n], self.tolerances[n]) for n in self.output_names]
+
+
+def inputs_to(inputs: Mapping[str, Any], device: Any) -> dict[str, Any]:
+    """``inputs`` with every tensor moved to ``device`` (other values kept as they are).
+
+    Inputs are made on the host (``make_inputs(..., device="cpu")``, random generation: seconds at a trial's
+    size) before a shared GPU's lock is taken, and only this copy runs under it (see
+    :mod:`pytest_kforge.gpushare`); every spec in the project makes its values on the host and moves
+    them, so the values are the same as ``make_inputs(..., device=device)``'s.
+    """
+    import torch
+
+    return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
 
 
 def poison_(tensors: Mapping[str, torch.Tensor] | Sequence[torch.Tensor]) -> None:

@@ -71,3 +71,71 @@ def test_changed_version_file_is_reimported(tmp_path: Path) -> None:
     st = path.stat()
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))  # a later mtime, however coarse the clock
     assert check_version(kernel.version("v5_wrong"), {"n": 50}, seed=1, device="cpu").ok
+
+
+def _section_probe(monkeypatch, module, spec):
+    """Patch ``module.gpu_section`` with a flag and ``spec.make_inputs`` with a recorder of (device, in section)."""
+    import contextlib
+
+    state = {"in": False}
+    calls = []
+
+    @contextlib.contextmanager
+    def section(*a, **k):
+        state["in"] = True
+        try:
+            yield
+        finally:
+            state["in"] = False
+
+    original = spec.make_inputs
+
+    def recording(params, *, seed, device="cpu", **kw):
+        calls.append((str(device), state["in"]))
+        return original(params, seed=seed, device=device, **kw)
+
+    monkeypatch.setattr(module, "gpu_section", section)
+    monkeypatch.setattr(spec, "make_inputs", recording)
+    return calls
+
+
+def test_inputs_are_made_on_the_host_before_the_gpu_section(monkeypatch) -> None:
+    """Random generation at a trial's size takes seconds of CPU (1-2 s for MLA here): outside a shared
+    GPU's lock, only the copy inside it (run 26)."""
+    from pytest_kforge import correctness
+
+    v0 = Registry(KERNELS).kernel("mla").version("v0")
+    calls = _section_probe(monkeypatch, correctness, v0.spec)
+    rep = check_version(v0, {"b": 2, "s": 2, "t": 70, "h": 16}, seed=5, device="cpu",
+                        input_kwargs={"seqlens": [70, 9]})
+    assert rep.ok, rep.message
+    assert calls == [("cpu", False), ("cpu", False)]
+
+
+def test_a_trial_makes_its_inputs_and_the_recheck_inputs_before_the_gpu_section(monkeypatch) -> None:
+    from pytest_kforge import bench
+    from pytest_kforge.spec import TrialConfig
+
+    v0 = Registry(KERNELS).kernel("softmax").version("v0")
+    calls = _section_probe(monkeypatch, bench, v0.spec)
+    got = []
+    monkeypatch.setattr(bench, "_run_trial", lambda version, trial, ks, host: got.append(host) or ({}, None))
+    trial = TrialConfig(name="t", params={"rows": 4, "cols": 64})
+
+    class KS:
+        seed, device, cached = 3, "cpu", False
+
+        def trial_in_use(self, t):
+            return t
+
+        def has_trial_inputs(self, t):
+            return self.cached
+
+    ks = KS()
+    bench.run_trial(v0, trial, ks)
+    ks.cached = True  # a later version in the same process: only the re-check's inputs are new
+    bench.run_trial(v0, trial, ks)
+    assert calls == [("cpu", False)] * 3
+    assert got[0].trial is not None and got[1].trial is None and got[0].fresh["x"].shape == (4, 64)
+    assert got[0].for_params({"rows": 4, "cols": 64}) is got[0]
+    assert got[0].for_params({"rows": 2, "cols": 64}) is None  # shrunk for memory: the section makes its own
