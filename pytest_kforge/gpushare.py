@@ -129,8 +129,9 @@ def gpu_section(version: Version, params: Mapping[str, Any],
 
     When the GPU is shared: call ``version.module.prepare(dict(params), dict(version.config))``
     if it exists (with ``input_kwargs=`` the inputs' extra arguments when it takes that keyword;
-    outside the lock; whatever it raises propagates, as the kernel call's error would), then hold the GPU's lock for the body, synchronising and emptying torch's cache before
-    releasing it.  Waiting longer than :data:`LOCK_TIMEOUT_S` raises :class:`LockTimeout`.
+    outside the lock; whatever it raises propagates, as the kernel call's error would), then hold
+    the GPU's lock for the body, synchronising and emptying torch's cache before releasing it.
+    Waiting longer than :data:`LOCK_TIMEOUT_S` raises :class:`LockTimeout`.
     Not shared: the body runs as is.
     """
     gpu = shared_gpu()
