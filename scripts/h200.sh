@@ -34,8 +34,9 @@
 #   bash scripts/h200.sh all VERSIONS=v1,v2,v3,v4,v5,v6,v7,v8,v9,v10,v11 SKIP_COMPARE=1 SKIP_NCU=1
 #   bash scripts/h200.sh all VERSIONS=v0,v1_cute,v2_cute,v3_cute,v4_cute,v5_cute,v6_cute,v7_cute BEST=v5_cute
 # or let it slice: VERSIONS=part:K/N (part 1: v0 + the cuTile line; 2..N: the rest in equal slices).
-# Run 14 (50 versions): part:1/3 with WORKERS=12 took 294 s, parts 2/3 and 3/3 (19 CuTe versions
-# each) ~260 s with WORKERS=16; the devlog table is then rendered from all three JSONs:
+# Run 27 (72 versions, one loan): part:1/4 with WORKERS=12 took 107 s (the cuTile versions compile in their prepare,
+# outside the GPU lock, since run 26), parts 2/4..4/4 (20 CuTe versions each) 233-260 s with WORKERS=16; the
+# devlog table is then rendered from all four JSONs:
 #   python -m pytest_kforge.devlog best --from-json suite-all-v0-v11.json suite-all-<...>.json ...
 # Before the first part, compile every CuTe version's paths locally (no GPU; run 24 lost three versions to a host
 # error only the sm80 kinds reached): python kernels/mla/_cute_compilecheck.py --prepare all
