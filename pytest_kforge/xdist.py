@@ -11,8 +11,9 @@ entry point ``kforge_xdist``.  What it does:
 * **Pinning**: when xdist has started a worker process, and before pytest runs in it, the
   controller sets that process's ``CUDA_VISIBLE_DEVICES`` to a GPU with a free slot, round-robin,
   at most K workers per GPU (``pytest_xdist_newgateway`` + a one-line ``remote_exec``, which also
-  sets ``$KFORGE_XDIST_GPU`` and ``$KFORGE_XDIST_SHARE`` = K), so no plugin, conftest or test can
-  see another GPU.  A crashed worker's slot goes to its replacement.
+  sets ``$KFORGE_XDIST_GPU`` and ``$KFORGE_XDIST_SHARE`` = K, and ``$OMP_NUM_THREADS`` to the cores
+  divided among the workers unless it is set), so no plugin, conftest or test can see another GPU.  A
+  crashed worker's slot goes to its replacement.
 * **Exclusive GPU use**: with K = 1 each worker has its GPU to itself and nothing is locked.
   With K > 1 the core harness runs each GPU section (correctness checks, fuzz examples, a whole
   trial: inputs, warm-up, timing, stream audit, re-check) under :func:`gpu_lock`, the GPU's file
@@ -48,7 +49,7 @@ __all__ = ["detect_gpus", "parallel_args", "gpu_lock", "kforge_store", "benchmar
 ENV_OVERRIDE = "KFORGE_GPUS"  # user override of detection (same syntax as --kforge-gpus)
 ENV_WORKERS_PER_GPU = "KFORGE_WORKERS_PER_GPU"  # user default of --kforge-workers-per-gpu
 _PIN_SOURCE = ("import os\nos.environ['CUDA_VISIBLE_DEVICES'] = {gpu!r}\nos.environ[{env!r}] = {gpu!r}\n"
-               "os.environ[{share_env!r}] = {share!r}\n")
+               "os.environ[{share_env!r}] = {share!r}\nos.environ.setdefault('OMP_NUM_THREADS', {threads!r})\n")
 OUTPUT_KEY = "kforge"
 
 
@@ -305,7 +306,14 @@ class _Controller:
         gpu = min(free, key=lambda g: load[g])  # round-robin: first the GPUs with fewest workers
         self.assigned[gateway.id] = gpu
         gateway.remote_exec(_PIN_SOURCE.format(gpu=gpu, env=ENV_PINNED, share_env=ENV_SHARE,
-                                               share=str(self.per_gpu))).waitclose()
+                                               share=str(self.per_gpu), threads=str(self.threads))).waitclose()
+
+    @property
+    def threads(self) -> int:
+        """torch's CPU threads per worker (``$OMP_NUM_THREADS`` unless the user set it): the cores split
+        between the workers, so the host-side work of K-1 workers (inputs drawn on the host, compiles)
+        does not starve the launch thread of the one timing on the GPU."""
+        return max(1, (os.cpu_count() or 1) // max(1, len(self.gpus) * self.per_gpu))
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -320,6 +321,12 @@ def test_workers_fill_gpu_slots_round_robin(monkeypatch: pytest.MonkeyPatch) -> 
         ctl.pytest_xdist_newgateway(gateway(f"gw{i}"))
     assert ctl.assigned == {"gw0": "0", "gw1": "1", "gw2": "0", "gw3": "1"}
     assert "'KFORGE_XDIST_SHARE'] = '2'" in sent[0]
+    # torch's host threads: the cores split among the 4 workers, unless the user set OMP_NUM_THREADS
+    threads = max(1, (os.cpu_count() or 1) // 4)
+    assert f"os.environ.setdefault('OMP_NUM_THREADS', '{threads}')" in sent[0]
+    env: dict[str, str] = {"OMP_NUM_THREADS": "7"}
+    exec(sent[0].replace("import os\n", "").replace("os.environ", "env"), {"env": env})
+    assert env["OMP_NUM_THREADS"] == "7" and env["CUDA_VISIBLE_DEVICES"] == "0"
     with pytest.raises(RuntimeError, match="no free GPU slot"):
         ctl.pytest_xdist_newgateway(gateway("gw4"))
     del ctl.assigned["gw2"]  # a crashed worker's slot goes to its replacement
