@@ -77,6 +77,11 @@ def _prepare(version: Version, trial: TrialConfig, ks: KforgeSession,
             current = current.with_params(note=note, **{key: old // 2})
 
 
+def recheck_seed(ks: KforgeSession) -> int:
+    """The seed of the re-check's fresh inputs (drawn on the host before the GPU section, or inside it)."""
+    return ks.seed + RECHECK_SEED_OFFSET
+
+
 def _recheck(version: Version, used: TrialConfig, inputs: dict[str, Any], outputs: Mapping[str, Any],
              ks: KforgeSession, host: HostInputs | None = None) -> str | None:
     """Correctness after timing, on new values written *in place* into the timed input buffers.
@@ -92,7 +97,7 @@ def _recheck(version: Version, used: TrialConfig, inputs: dict[str, Any], output
     import torch
 
     spec = version.spec
-    seed = ks.seed + RECHECK_SEED_OFFSET
+    seed = recheck_seed(ks)
     made = host.for_params(used.params) if host is not None else None
     fresh = inputs_to(made.fresh, ks.device) if made is not None else spec.make_inputs(
         used.params, seed=seed, device=ks.device)
@@ -156,10 +161,9 @@ class HostInputs:
 
     @classmethod
     def make(cls, spec: Any, used: TrialConfig, ks: KforgeSession) -> HostInputs:
-        cached = ks.has_trial_inputs(used)
         return cls(dict(used.params),
-                   None if cached else spec.make_inputs(used.params, seed=ks.seed, device="cpu"),
-                   spec.make_inputs(used.params, seed=ks.seed + RECHECK_SEED_OFFSET, device="cpu"))
+                   None if ks.has_trial_inputs(used) else ks.make_trial_inputs(used, "cpu"),
+                   spec.make_inputs(used.params, seed=recheck_seed(ks), device="cpu"))
 
     def for_params(self, params: Mapping[str, Any]) -> HostInputs | None:
         return self if dict(params) == self.params else None

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from .gpushare import gpu_section
+from .spec import inputs_to
 
 if TYPE_CHECKING:  # pragma: no cover
     from .registry import Version
@@ -114,8 +115,6 @@ def check_version(
     (:func:`~pytest_kforge.gpushare.gpu_section`: the version's ``prepare`` first, outside the lock), except
     the inputs' random values, which are made on the host before it (:func:`~pytest_kforge.spec.inputs_to`).
     """
-    from .spec import inputs_to
-
     spec = version.spec
     dtype = ref_dtype_for(version, params)
     seeds = tuple(seed + i for i in range(repeats))

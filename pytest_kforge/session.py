@@ -16,7 +16,7 @@ from typing import Any
 from .config import KforgeConfig
 from .errors import KforgeError, UnknownKernelError
 from .registry import Kernel, Registry, Version
-from .spec import Roofline, TrialConfig
+from .spec import Roofline, TrialConfig, inputs_to
 
 __all__ = ["Selection", "KforgeSession", "parse_kernel_arg", "select"]
 
@@ -115,16 +115,16 @@ class KforgeSession:
 
         Returns the trial actually used (it differs when a shrink for memory happened before).
         """
-        assert self.selection is not None
         key = self._key(trial)
         if key not in self._inputs:
-            from .spec import inputs_to
-
-            spec = self.selection.kernel.spec
-            inputs = (inputs_to(host, self.device) if host is not None
-                      else spec.make_inputs(trial.params, seed=self.seed, device=self.device))
+            inputs = inputs_to(host, self.device) if host is not None else self.make_trial_inputs(trial, self.device)
             self._inputs[key] = (trial, inputs)
         return self._inputs[key]
+
+    def make_trial_inputs(self, trial: TrialConfig, device: str) -> dict[str, Any]:
+        """Fresh inputs of ``trial`` with the run's seed on ``device`` (``"cpu"``: drawn outside a GPU lock)."""
+        assert self.selection is not None
+        return self.selection.kernel.spec.make_inputs(trial.params, seed=self.seed, device=device)
 
     def has_trial_inputs(self, trial: TrialConfig) -> bool:
         """Whether :meth:`trial_inputs` would return inputs already built."""

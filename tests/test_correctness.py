@@ -131,6 +131,9 @@ def test_a_trial_makes_its_inputs_and_the_recheck_inputs_before_the_gpu_section(
         def has_trial_inputs(self, t):
             return self.cached
 
+        def make_trial_inputs(self, t, device):
+            return v0.spec.make_inputs(t.params, seed=self.seed, device=device)
+
     ks = KS()
     bench.run_trial(v0, trial, ks)
     ks.cached = True  # a later version in the same process: only the re-check's inputs are new
