@@ -183,11 +183,8 @@ def compare(
                 cell.message = report.message
             if peer is not None:
                 peer.prepare(**inputs)  # untimed: plans, JIT, one-off layout checks
-            fn, cfg = version.fn, dict(version.config)
             poison_(outputs)
-
-            def launch(fn: Callable[..., Any] = fn, cfg: dict[str, Any] = cfg) -> Any:
-                return fn(**inputs, **outputs, config=cfg)
+            launch = version.bind(inputs, outputs)  # the public call, as the peers' own entry points
 
             log(f"[{trial.id}] {row.name}: timing {rounds} rounds")
             with _gpu_lock(device):

@@ -56,7 +56,7 @@ from .gpuclock import (
 )
 from .streamaudit import _audit_events, _device_events, _markers, stream_audit  # noqa: F401 - re-exported
 
-__all__ = ["TimingResult", "MeasurementError", "CudaClock", "CpuClock", "make_clock", "time_launch",
+__all__ = ["TimingResult", "MeasurementError", "CudaClock", "CpuClock", "make_clock", "time_launch", "back_to_back",
            "side_stream_problem", "stream_audit", "floor_problem", "summarize", "FLOOR_MARGIN"]
 
 FLOOR_MARGIN = 0.10
@@ -267,6 +267,28 @@ def time_launch(launch: Callable[[], Any], *, clock: CudaClock | CpuClock, round
             reasons.append(sample[1])
     return TimingResult(samples, walls, residuals, overhead, clock.label, clock.flush_label, warmup, hosts,
                         mhz, reasons, retaken, guard)
+
+
+def back_to_back(launch: Callable[[], Any], *, clock: CudaClock | CpuClock, calls: int = 20) -> list[float]:
+    """Event time of each of ``calls`` launches issued back to back, each after an L2 flush, with no spin.
+
+    What a caller launching in a loop sees: when the host needs longer to issue ``launch()`` than the
+    device needs for the flush and the previous call, the device waits and the wait lands inside the
+    figure (the timed rounds hide it behind the spin).  The trial rows report its median beside the
+    device time (``b2b_us``): a public call that is host-bound shows it there.
+    """
+    if isinstance(clock, CpuClock):
+        return [clock.round(launch)[0] for _ in range(calls)]
+    torch = clock._torch
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(calls)]
+    torch.cuda.synchronize()
+    for start, end in events:
+        clock.flush()
+        start.record()
+        launch()
+        end.record()
+    torch.cuda.synchronize()
+    return [start.elapsed_time(end) / 1e3 for start, end in events]
 
 
 def median_device_us(launch: Callable[[], Any], *, device: str = "cuda", rounds: int = 30, warmup: int = 3) -> float:

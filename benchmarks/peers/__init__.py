@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import Any
 
@@ -70,6 +70,11 @@ class PeerVersion:
         self.device = device
         self._module = peer.load()
         self.fn = self._module.run
+
+    def bind(self, inputs: Mapping[str, Any], outputs: Mapping[str, Any]) -> Callable[[], Any]:
+        """The peer's run on these tensors (planned by its ``prepare``, outside the timed call)."""
+        fn, tensors, cfg = self.fn, {**inputs, **outputs}, dict(self.config)
+        return lambda: fn(**tensors, config=cfg)
 
     def toolchain_missing(self) -> Exception | None:
         return None  # a peer that cannot run here says so through supports(), not as a DSL toolchain

@@ -14,8 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kforge_kernels.mla._cute_kinds import (bf16_partials, combine_class, fused, kernel_class, pair_exchange_global,
-                                            redo_kind, redo_only, shape_kind, tail_balanced, takes_finals,
-                                            writes_redo_flags)
+                                            redo_kind, redo_only, shape_kind, tail_balanced, takes_finals)
 from kforge_kernels.mla._cute_tail_plan import MAX_PARTS, TailPlan, plan_tail
 
 D_QK, D_V, PAGE, BLOCK_M = 576, 512, 64, 64
@@ -158,81 +157,39 @@ def run_split_combine(
     ``allow_direct``: when the heuristic picks one split, run the variant that writes ``out``
     and ``lse`` itself (no fp32 workspace, no combine launch).  ``trace_buf``: an int32 tensor of
     ``TRACE_PER_CTA`` words per CTA for a ``*_trace`` kind's timeline probe (``_cute_trace``).
+
+    The split decision, the kernels, the workspace and the marshalled launch arguments are the
+    shape's plan (``_cute_plan``), made on the first call; a later call of the shape writes six
+    addresses and launches: no allocation, no memset (but a fused kind's counters), no host sync.
     """
     if redo_only(kind):
         raise ValueError(f"kernel kind {kind!r} only runs behind its stale-max kind; run "
                          f"'sm90_seesaw_pair_stale_redo' (v57_cute) instead.")
-    import cuda.bindings.driver as cuda
-    import cutlass
-    import cutlass.cute as cute
     import torch
-    from cutlass.cute.runtime import make_ptr
+
+    from kforge_kernels.mla._cute_plan import plan_for
 
     check_inputs(q, kv_cache, block_table, cache_seqlens)
-    b, s, h, _ = (int(x) for x in q.shape)
-    stages = int(config.get("stages", 2))
-    m_blocks = math.ceil(s * h / BLOCK_M)
-    max_blocks = int(block_table.shape[1])
-    splits, slots, paired = split_plan(kind, choose_splits(b * m_blocks, max_blocks, config))
-    kind = shape_kind(kind, one_split=allow_direct and slots == 1 and not paired)
+    b, s, h, _ = q.shape
     q, kv_cache = q.contiguous(), kv_cache.contiguous()
     # cp.async moves 16-byte chunks: an unaligned view (rare) gets an aligned copy
     q = q if q.data_ptr() % 16 == 0 else q.clone()
     kv_cache = kv_cache if kv_cache.data_ptr() % 16 == 0 else kv_cache.clone()
     block_table, cache_seqlens = block_table.contiguous(), cache_seqlens.contiguous()
-    bf, f32, i32 = cutlass.BFloat16, cutlass.Float32, cutlass.Int32
-
-    def ptr(dt, t, align=16):
-        return make_ptr(dt, t.data_ptr(), cute.AddressSpace.gmem, assumed_align=align)
-
     dev = q.device
-    stream = cuda.CUstream(torch.cuda.current_stream(dev).cuda_stream)
-    ins = (ptr(bf, q), ptr(bf, kv_cache), ptr(i32, block_table, 4), ptr(i32, cache_seqlens, 4))
-    sizes = (i32(b), i32(kv_cache.shape[0]), i32(max_blocks), i32(splits), f32(float(softmax_scale) * LOG2_E))
-    # out/lse views we cannot address as dense [b, s*h, 512] / [b, h, s]: use scratch and copy
+    key = (kind, b, s, h, block_table.shape[1], int(config.get("stages", 2)), int(config.get("num_splits", 0) or 0),
+           int(config.get("sm_count", H200_SMS)), float(config.get("tail_edge_pages", 3.0)), bool(allow_direct),
+           trace_buf is not None, dev.index)
+    stream = torch.cuda.current_stream(dev).cuda_stream
+    plan = plan_for(key, dev, stream)
+    # out/lse views we cannot address as dense [b, s*h, 512] / [b, h, s]: the plan's scratch, then a copy
     dense = out.is_contiguous() and lse.is_contiguous() and out.data_ptr() % 16 == 0 and lse.data_ptr() % 4 == 0
-    o_dst = out if dense else torch.empty(out.shape, dtype=out.dtype, device=dev)
-    l_dst = lse if dense else torch.empty(lse.shape, dtype=lse.dtype, device=dev)
-    # an sm90 kernel also takes out, lse and a counter array; only a fused one uses them, the
-    # others get out / lse / cache_seqlens as placeholders (never read or written)
-    finals = (ptr(bf, o_dst), ptr(f32, l_dst, 4), ptr(i32, cache_seqlens, 4)) if takes_finals(kind) else ()
-    if paired and pair_exchange_global(kind):
-        ws = torch.empty(b * m_blocks * splits * PAIR_EXCHANGE_WORDS, dtype=torch.float32, device=dev)
-        finals = (*finals[:2], ptr(f32, ws, 16))
+    o_dst, l_dst = (out, lse) if dense else plan.scratch_for(out, lse)
+    addrs = {"q": q.data_ptr(), "kv": kv_cache.data_ptr(), "bt": block_table.data_ptr(),
+             "lens": cache_seqlens.data_ptr(), "o": o_dst.data_ptr(), "l": l_dst.data_ptr()}
     if trace_buf is not None:
-        finals = (*finals[:2], ptr(i32, trace_buf, 4))
-    if allow_direct and slots == 1 and _runs_tail(kind, paired):
-        _run_tail(kind, (b, s, h, max_blocks), stages, ins, sizes, ptr(bf, o_dst), ptr(f32, l_dst, 4), dev, stream,
-                  float(config.get("tail_edge_pages", 3.0)))
-    elif allow_direct and slots == 1:
-        f_main, _, _, _ = compiled(kind, s, h, stages, direct=True, paired=paired)
-        if writes_redo_flags(kind) and not paired:
-            # one split: f_main flags its poisoned tiles in a zeroed int32 per tile, which the persistent redo
-            # walks and zeroes again (the counter argument's place; unused by these kinds otherwise)
-            flags = _redo_flags(b * m_blocks, dev, torch.cuda.current_stream(dev).cuda_stream)
-            finals = (*finals[:2], ptr(i32, flags, 4))
-        f_main(*ins, ptr(bf, o_dst), ptr(f32, l_dst, 4), *finals, *sizes, stream)
-        redo = redo_kind(kind, one_split=not paired)
-        if redo:  # the exact kernel over the tiles f_main poisoned
-            f_redo, _, _, _ = compiled(redo, s, h, stages, direct=True, paired=paired)
-            f_redo(*ins, ptr(bf, o_dst), ptr(f32, l_dst, 4), *finals, *sizes, stream)
-    else:
-        f_main, f_comb, rows_pad, _ = compiled(kind, s, h, stages, paired=paired)
-        pbf = bf16_partials(kind)
-        opart = torch.empty(slots, b, rows_pad, D_V, dtype=torch.bfloat16 if pbf else torch.float32, device=dev)
-        lpart = torch.empty(slots, b, rows_pad, dtype=torch.float32, device=dev)
-        parts = (ptr(bf if pbf else f32, opart), ptr(f32, lpart))
-        if fused(kind):
-            # one arrival counter per (sequence, row block), zeroed in stream order before the launch
-            sem = torch.zeros(b * m_blocks, dtype=torch.int32, device=dev)
-            f_main(*ins, *parts, ptr(bf, o_dst), ptr(f32, l_dst, 4), ptr(i32, sem, 4), *sizes, stream)
-        else:
-            f_main(*ins, *parts, *finals, *sizes, stream)
-            redo = redo_kind(kind)
-            if redo:  # before the combine: it must read the recomputed partials
-                f_redo, _, _, _ = compiled(redo, s, h, stages, paired=paired)
-                f_redo(*ins, *parts, *finals, *sizes, stream)
-            f_comb(*parts, ptr(bf, o_dst), ptr(f32, l_dst, 4), i32(b), i32(slots), stream)
+        addrs["trace"] = trace_buf.data_ptr()
+    plan(addrs, stream, float(softmax_scale), kv_cache.shape[0])
     if not dense:
         out.copy_(o_dst)
         lse.copy_(l_dst)
@@ -287,32 +244,6 @@ def _tail_state(kind: str, b: int, m_blocks: int, rows_pad: int, pages: int, dev
         hit = _TAIL[key] = tail_buffers(plan_tail(b * m_blocks, pages, H200_SMS, edge_pages), b, m_blocks, rows_pad,
                                         dev)
     return hit
-
-
-def _run_tail(kind: str, shape: tuple[int, int, int, int], stages: int, ins: tuple, sizes: tuple, o_ptr: Any,
-              l_ptr: Any, dev: Any, stream: Any, edge_pages: float) -> None:
-    """A tail-balanced kind's one-split call: the direct grid over the full waves, then the tail grid
-    (``_cute_seesaw_tail``; the plan is ``_cute_tail_plan``'s).  ``shape``: (b, s, h, block-table width)."""
-    import cutlass
-    import cutlass.cute as cute
-    from cutlass.cute.runtime import make_ptr
-
-    i32, f32 = cutlass.Int32, cutlass.Float32
-    b, s, h, pages = shape
-    f_direct, _, rows_pad, m_blocks = compiled(kind, s, h, stages, direct=True)
-    plan, sem, opart, lpart, b_first = _tail_state(kind, b, m_blocks, rows_pad, pages, dev, edge_pages)
-    sem_ptr = make_ptr(i32, sem.data_ptr(), cute.AddressSpace.gmem, assumed_align=4)
-    finals = (o_ptr, l_ptr, sem_ptr)
-    if plan.full:
-        f_direct(*ins, o_ptr, l_ptr, *finals, *sizes[:3], i32(plan.full), sizes[4], stream)
-    if plan.pieces:
-        f_tail, _, _, _ = compiled(kind, s, h, stages)
-        # the partials hold the tail's sequences only: their base goes back by the sequences before them
-        o_at = opart.data_ptr() - b_first * MAX_PARTS * rows_pad * D_V * 4
-        l_at = lpart.data_ptr() - b_first * MAX_PARTS * rows_pad * 4
-        parts = (make_ptr(f32, o_at, cute.AddressSpace.gmem, assumed_align=16),
-                 make_ptr(f32, l_at, cute.AddressSpace.gmem, assumed_align=16))
-        f_tail(*ins, *parts, *finals, *sizes[:3], i32(len(plan.pieces)), sizes[4], stream)
 
 
 def prepare_version(kind: str, defaults: Mapping[str, Any], params: Mapping[str, int],

@@ -1,0 +1,195 @@
+"""The CuTe MLA call plan (``_cute_plan``) without a GPU: compiled kernels replaced by recorders.
+
+Each case pins which kernels one call launches and what each receives (argument by argument, the
+values the C side would read), so the plan reproduces the launch sequences of the per-call host
+code it replaced (issue 39), and a second call of the shape only rewrites addresses.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_kforge.registry import load_version
+
+KDIR = Path(__file__).resolve().parents[1] / "kernels"
+pytest.importorskip("cutlass", reason="CuTe DSL (nvidia-cutlass-dsl) is not installed")
+torch = pytest.importorskip("torch")
+
+
+def _mods() -> tuple[Any, Any]:
+    load_version("mla", "v0", kernels_dir=KDIR)  # makes kforge_kernels.mla importable
+    return (importlib.import_module("kforge_kernels.mla._cute_host"),
+            importlib.import_module("kforge_kernels.mla._cute_plan"))
+
+
+class _Exec:
+    def __init__(self, fn: _Fn) -> None:
+        self.fn = fn
+
+    def generate_execution_args(self, *args: Any) -> tuple[list[Any], list[Any]]:
+        return list(args), []
+
+    def run_compiled_program(self, exe_args: list[Any]) -> None:
+        self.fn.log.append((self.fn.name, [_value(a) for a in exe_args]))
+
+
+class _Fn:
+    """A compiled function that records what each launch would read."""
+
+    def __init__(self, name: str, log: list) -> None:
+        self.name, self.log = name, log
+
+    def to(self, device_index: int) -> _Exec:
+        return _Exec(self)
+
+
+def _value(arg: Any) -> Any:
+    desc = getattr(arg, "_desc", None)
+    if desc is not None:
+        return ("ptr", desc.value)
+    value = getattr(arg, "value", None)
+    return round(value, 4) if isinstance(value, float) else (value if value is not None else int(arg))
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any, list]:
+    host, plan = _mods()
+    log: list = []
+    fns: dict = {}
+
+    def compiled(kind: str, s: int, h: int, stages: int, direct: bool = False, paired: bool = False) -> tuple:
+        rows = 64 * -(-(s * h) // 64)
+        key = (kind, direct, paired)
+        if key not in fns:
+            tag = f"{kind}{'/direct' if direct else ''}{'/paired' if paired else ''}"
+            fns[key] = (_Fn(tag, log), _Fn(f"combine:{kind}", log))
+        return (*fns[key], rows, rows // 64)
+
+    monkeypatch.setattr(host, "compiled", compiled)
+    monkeypatch.setattr(plan, "PLANS", type(plan.PLANS)())
+    monkeypatch.setattr(plan, "_WARM", {})
+    monkeypatch.setattr(plan, "_EXECUTORS", {})
+    monkeypatch.setattr(host, "_REDO_FLAGS", {})
+    monkeypatch.setattr(host, "_TAIL", {})
+    return host, plan, log
+
+
+ADDR = {"q": 0x10000, "kv": 0x20000, "bt": 0x30000, "lens": 0x40000, "o": 0x50000, "l": 0x60000}
+CPU = torch.device("cpu")
+
+
+def _key(kind: str, b: int, s: int, h: int, pages: int, allow_direct: bool = True) -> tuple:
+    return (kind, b, s, h, pages, 2, 0, 132, 3.0, allow_direct, False, None)
+
+
+def _call(plan_mod: Any, key: tuple, addrs: dict = ADDR, stream: int = 7, scale: float = 0.5) -> Any:
+    p = plan_mod.plan_for(key, CPU, stream)
+    p(addrs, stream, scale, 999)
+    return p
+
+
+def _p(name: str, addrs: dict = ADDR) -> tuple:
+    return ("ptr", addrs[name])
+
+
+def test_decode_of_v59_is_one_merged_pair_launch_of_the_exact_kernel(fake) -> None:
+    """b32 s1 h128 t4096: 2 splits merged in a cluster pair leave one result, written directly by v35_cute's kernel."""
+    host, plan_mod, log = fake
+    p = _call(plan_mod, _key("sm90_seesaw_pair_stale_onesplit", 32, 1, 128, 64))
+    assert (p.path, p.splits, p.slots, p.paired, p.kind) == ("direct", 2, 1, True, "sm90_seesaw_pair_c3early")
+    scale = round(0.5 * host.LOG2_E, 4)
+    ins = [_p("q"), _p("kv"), _p("bt"), _p("lens")]
+    assert log == [("sm90_seesaw_pair_c3early/direct/paired",
+                    [*ins, _p("o"), _p("l"), _p("o"), _p("l"), _p("lens"), 32, 999, 64, 2, scale, 7])]
+
+
+def test_spec_of_v59_runs_the_stale_kernel_then_its_redo_over_zeroed_flags(fake) -> None:
+    host, plan_mod, log = fake
+    p = _call(plan_mod, _key("sm90_seesaw_pair_stale_onesplit", 32, 16, 128, 64))
+    assert (p.path, p.splits, p.slots, p.paired) == ("direct", 1, 1, False)
+    flags = p.flags
+    assert flags is not None and flags.numel() >= 32 * 32 and int(flags.abs().sum()) == 0
+    assert host.redo_flag_tensors() == [flags]
+    (k1, a1), (k2, a2) = log
+    assert k1 == "sm90_seesaw_pair_stale_redo/direct" and k2 == "sm90_seesaw_pair_persist_redo/direct"
+    assert a1 == a2 and a1[8] == ("ptr", flags.data_ptr()) and a1[9:13] == [32, 999, 64, 1]
+
+
+def test_split_path_launches_main_then_combine_on_plan_owned_partials(fake) -> None:
+    """v1_cute's sm80 kernel, no direct epilogue: the partials are the plan's, the same on every call."""
+    _host, plan_mod, log = fake
+    key = _key("sm80", 4, 1, 16, 8, allow_direct=False)
+    p = _call(plan_mod, key)
+    assert p.path == "split" and p.parts is not None
+    opart, lpart = p.parts
+    parts = [("ptr", opart.data_ptr()), ("ptr", lpart.data_ptr())]
+    (k1, a1), (k2, a2) = log
+    assert k1 == "sm80" and a1[4:6] == parts and a1[6:8] == [4, 999]
+    assert k2 == "combine:sm80" and a2 == [*parts, _p("o"), _p("l"), 4, p.slots, 7]
+    log.clear()
+    other = {k: v + 0x1000 for k, v in ADDR.items()}
+    assert _call(plan_mod, key, other) is p and len(p.bindings) == 1  # same plan, same binding, new addresses
+    assert log[0][1][:4] == [_p("q", other), _p("kv", other), _p("bt", other), _p("lens", other)]
+    assert log[0][1][4:6] == parts and log[1][1][2:4] == [_p("o", other), _p("l", other)]
+
+
+def test_fused_kind_zeroes_its_counters_before_every_call(fake) -> None:
+    _host, plan_mod, log = fake
+    key = _key("sm90_seesaw_fused", 4, 1, 16, 8, allow_direct=False)
+    p = _call(plan_mod, key)
+    assert p.sem is not None and len(log) == 1 and log[0][1][8] == ("ptr", p.sem.data_ptr())
+    p.sem.fill_(5)
+    _call(plan_mod, key)
+    assert int(p.sem.abs().sum()) == 0
+
+
+def test_tail_kind_runs_the_direct_grid_then_the_tail_grid_with_shifted_partials(fake) -> None:
+    host, plan_mod, log = fake
+    p = _call(plan_mod, _key("sm90_seesaw_pair_tail", 32, 16, 128, 64))
+    assert p.path == "tail"
+    tp, sem, opart, _lpart, b_first = p.tail
+    names = [k for k, _ in log]
+    assert names == (["sm90_seesaw_pair_tail/direct"] if tp.full else []) + (
+        ["sm90_seesaw_pair_tail"] if tp.pieces else [])
+    for _, args in log:
+        assert args[6:9] == [_p("o"), _p("l"), ("ptr", sem.data_ptr())]
+    if tp.pieces:
+        rows = 64 * -(-(16 * 128) // 64)
+        assert log[-1][1][4] == ("ptr", opart.data_ptr() - b_first * host.MAX_PARTS * rows * host.D_V * 4)
+        assert log[-1][1][12] == len(tp.pieces)
+
+
+def test_a_new_stream_or_scale_gets_its_own_binding_and_a_new_stream_its_own_plan(fake) -> None:
+    _host, plan_mod, log = fake
+    key = _key("sm80", 4, 1, 16, 8, allow_direct=False)
+    p = _call(plan_mod, key)
+    assert _call(plan_mod, key, scale=0.25) is p and len(p.bindings) == 2
+    q = _call(plan_mod, key, stream=9)
+    assert q is not p and log[-1][1][-1] == 9
+
+
+def test_the_cache_drops_the_oldest_plan_but_never_one_a_capture_used(fake, monkeypatch) -> None:
+    _host, plan_mod, _log = fake
+    monkeypatch.setattr(plan_mod, "MAX_PLANS", 2)
+    keys = [_key("sm80", b, 1, 16, 8, allow_direct=False) for b in (1, 2, 3)]
+    first = _call(plan_mod, keys[0])
+    first.captured = True
+    for k in keys[1:]:
+        _call(plan_mod, k)
+    assert first in plan_mod.PLANS.values() and len(plan_mod.PLANS) == 2
+    assert plan_mod.PLANS.get((*keys[1], 7)) is None and keys[1] not in plan_mod._WARM
+
+
+def test_capturing_a_shape_never_called_is_refused_with_what_to_do(fake, monkeypatch) -> None:
+    _host, plan_mod, _log = fake
+    monkeypatch.setattr(plan_mod, "_capturing", lambda: True)
+    with pytest.raises(RuntimeError, match="call the version once outside the CUDA graph capture"):
+        plan_mod.plan_for(_key("sm80", 4, 1, 16, 8), CPU, 3)
+    monkeypatch.setattr(plan_mod, "_capturing", lambda: False)
+    warm = plan_mod.plan_for(_key("sm80", 4, 1, 16, 8), CPU, 3)
+    monkeypatch.setattr(plan_mod, "_capturing", lambda: True)
+    assert plan_mod.plan_for(_key("sm80", 4, 1, 16, 8), CPU, 11) is warm and warm.captured
