@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def _session(config: pytest.Config) -> KforgeSession:
-    from .plugin import SESSION_KEY
+    from .session import SESSION_KEY
 
     return config.stash[SESSION_KEY]
 

@@ -13,12 +13,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from .config import KforgeConfig
 from .errors import KforgeError, UnknownKernelError
 from .registry import Kernel, Registry, Version
 from .spec import Roofline, TrialConfig, inputs_to
 
-__all__ = ["Selection", "KforgeSession", "parse_kernel_arg", "select"]
+__all__ = ["SESSION_KEY", "Selection", "KforgeSession", "parse_kernel_arg", "select"]
 
 
 @dataclasses.dataclass
@@ -214,3 +216,7 @@ class KforgeSession:
                 why += f" | {len(reasons) - 3} more reasons (-rs lists every skip)"
             line += f"; skipped {skipped}: {why}"
         return line
+
+
+#: where the plugin keeps the run's session (``config.stash[SESSION_KEY]``)
+SESSION_KEY = pytest.StashKey[KforgeSession]()

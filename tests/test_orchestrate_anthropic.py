@@ -14,7 +14,7 @@ from pytest_kforge import contracts as C  # noqa: E402
 from pytest_kforge.orchestrate.agents.anthropic_backend import (  # noqa: E402
     AnthropicDesigner, AnthropicProfiler, cost_usd, make_client)
 from pytest_kforge.orchestrate.agents.base import AgentContext, AgentContractError  # noqa: E402
-from pytest_kforge.orchestrate.fakes import make_toy_project  # noqa: E402
+from kforge_fakes import make_toy_project  # noqa: E402
 
 DATA = Path(__file__).parent / "data" / "transcripts"
 
@@ -149,7 +149,7 @@ def test_loop_with_the_anthropic_backend_records_tokens_per_step(tmp_path: Path)
     """One iteration of the loop through the real SDK: tokens and cost land in each step of state.json."""
     import re
 
-    from pytest_kforge.orchestrate.fakes import FakeSuiteRunner
+    from kforge_fakes import FakeSuiteRunner
     from pytest_kforge.orchestrate.loop import Options, Orchestrator
 
     root = make_toy_project(tmp_path)

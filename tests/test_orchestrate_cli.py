@@ -11,7 +11,7 @@ import pytest
 
 import pytest_kforge.orchestrate.loop as loop
 from pytest_kforge.orchestrate.__main__ import main
-from pytest_kforge.orchestrate.fakes import FakeSuiteRunner, make_toy_project
+from kforge_fakes import FakeSuiteRunner, make_toy_project
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -74,7 +74,7 @@ def test_module_entry_point_runs() -> None:
 def test_offline_run_killed_in_verify_then_resumed_from_the_cli(root: Path, capsys, monkeypatch) -> None:
     """The H200 acceptance scenario with a fake suite: kill during VERIFY, --resume finishes the run."""
     import pytest_kforge.orchestrate.suite as suite
-    from pytest_kforge.orchestrate.fakes import SimulatedKill
+    from kforge_fakes import SimulatedKill
 
     times = {"v1": {"decode": 100.0, "spec": 900.0}, "v2": {"decode": 90.0, "spec": 880.0},
              "v3": {"decode": 90.5, "spec": 879.0}}

@@ -12,7 +12,7 @@ from pytest_kforge import contracts as C
 from pytest_kforge.knowledge import KnowledgeBase
 from pytest_kforge.orchestrate.agents.base import AgentContext, DesignImpossible
 from pytest_kforge.orchestrate.agents.offline import OfflineDesigner, OfflineProfiler, propose_config
-from pytest_kforge.orchestrate.fakes import FakeSuiteRunner, make_toy_project
+from kforge_fakes import FakeSuiteRunner, make_toy_project
 from pytest_kforge.orchestrate.loop import Options, Orchestrator
 from pytest_kforge.registry import Registry
 

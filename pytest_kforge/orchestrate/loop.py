@@ -8,16 +8,14 @@ one line per step.  A lock on ``runs/<kernel>.orchestrate.lock`` keeps two runs 
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from ..errors import KforgeError
 from ..fsutil import file_lock
 from . import compat
-from .evaluate import parse_goal
+from .options import Options
 from .state import STEPS, RunState
 from .steps import Steps
 from .suite import SuiteRunner
@@ -38,34 +36,6 @@ def gpu_available() -> bool:
 
 class StepFailed(KforgeError):
     """A step failed; the run state keeps every finished step for --resume."""
-
-
-@dataclasses.dataclass
-class Options:
-    kernel: str
-    root: Path = Path(".")
-    kernels_dir: Path | None = None
-    runs_dir: Path | None = None
-    from_version: str | None = None
-    iterations: int = 2
-    agents: str = "offline"
-    goals: list[str] = dataclasses.field(default_factory=list)
-    dry_run: bool = False
-    timeout_s: float = 1800.0
-    autotune_budget_s: float = 3600.0
-    model: str | None = None
-    results: str | None = None
-    lock_timeout_s: float = 10.0
-
-    def __post_init__(self) -> None:
-        self.root = Path(self.root).resolve()
-        self.kernels_dir = Path(self.kernels_dir or self.root / "kernels").resolve()
-        self.runs_dir = Path(self.runs_dir or self.root / "runs").resolve()
-        for g in self.goals:
-            parse_goal(g)
-
-    def to_json(self) -> dict[str, Any]:
-        return {k: (str(v) if isinstance(v, Path) else v) for k, v in dataclasses.asdict(self).items()}
 
 
 class Orchestrator(Steps):

@@ -25,7 +25,7 @@ from .state import RunState
 from .suite import DEFAULT_TRIALS, SuiteRunner, oom_notes
 
 if TYPE_CHECKING:
-    from .loop import Options
+    from .options import Options
 
 __all__ = ["Steps"]
 

@@ -59,7 +59,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def _session(config: pytest.Config) -> Any:
     try:
-        from pytest_kforge.plugin import SESSION_KEY
+        from pytest_kforge.session import SESSION_KEY
     except ImportError:
         return None
     return config.stash.get(SESSION_KEY, None)

@@ -1,4 +1,4 @@
-"""Fakes for testing the loop without a GPU: a suite runner with scripted timings and a toy project.
+"""Test fakes (kept out of the installed package) for the loop without a GPU: a suite runner with scripted timings and a toy project.
 
 :class:`FakeSuiteRunner` writes a results JSON in the harness's schema from a table of timings, so
 EVALUATE, LEARN and the summary see exactly what a real VERIFY would give them.  ``kill_on`` makes a
@@ -13,7 +13,7 @@ import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from .suite import DEFAULT_TRIALS, SuiteOutcome
+from pytest_kforge.orchestrate.suite import DEFAULT_TRIALS, SuiteOutcome
 
 __all__ = ["SimulatedKill", "FakeSuiteRunner", "make_toy_project", "TOY_SPEC", "TOY_V1", "isolated_kernel_modules"]
 
@@ -22,7 +22,7 @@ __all__ = ["SimulatedKill", "FakeSuiteRunner", "make_toy_project", "TOY_SPEC", "
 def isolated_kernel_modules() -> Iterator[None]:
     """Give back ``kforge_kernels.*`` as it was and drop the registry's caches, so a test that loads
     a temporary kernels folder leaves the real one importable for the tests after it."""
-    from .. import registry
+    from pytest_kforge import registry
 
     def ours() -> list[str]:
         return [k for k in sys.modules if k == "kforge_kernels" or k.startswith("kforge_kernels.")]
