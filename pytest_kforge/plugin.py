@@ -325,6 +325,6 @@ class _RunHooks:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict[str, Any]) -> None:
-    from .bench import machine_info_update
+    from .benchadapter import update_machine_info
 
-    machine_info_update(machine_info)
+    update_machine_info(machine_info)

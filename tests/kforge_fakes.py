@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from pytest_kforge.orchestrate.suite import DEFAULT_TRIALS, SuiteOutcome
 
-__all__ = ["SimulatedKill", "FakeSuiteRunner", "make_toy_project", "TOY_SPEC", "TOY_V1", "isolated_kernel_modules"]
+__all__ = ["SimulatedKill", "FakeSuiteRunner", "make_toy_project", "write_toy_best", "TOY_SPEC", "TOY_V1", "isolated_kernel_modules"]
 
 
 @contextlib.contextmanager
@@ -136,4 +136,17 @@ def make_toy_project(root: Path, *, devlog: str | None = None) -> Path:
     d.mkdir(parents=True, exist_ok=True)
     (d / "toy.md").write_text(devlog or ("# toy devlog\n\n## Current best\n<!-- kforge:best:start -->\n"
                                          "| v1 | 100 us |\n<!-- kforge:best:end -->\n\n## Versions\n"), encoding="utf-8")
+    write_toy_best(root, "v1")
     return root
+
+
+def write_toy_best(root: Path, version: str) -> Path:
+    """A best record (``docs/kernels/toy/best.json``) in which ``version`` is the best, computed by the rule."""
+    from pytest_kforge.best import best_path, compute
+    from pytest_kforge.results import TrialResult
+
+    rows = [TrialResult(version=version, trial=t, id=t, language="torch", correct=True, median_us=100.0)
+            for t in DEFAULT_TRIALS]
+    path = best_path(root, "toy")
+    compute("toy", rows, list(DEFAULT_TRIALS), command="fake").write(path)
+    return path

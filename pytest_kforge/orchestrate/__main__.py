@@ -26,7 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m pytest_kforge.orchestrate",
                                  description="Turn 'make this kernel faster' into verified, explained versions.")
     ap.add_argument("--kernel", help="kernel folder under kernels/ (e.g. mla)")
-    ap.add_argument("--from", dest="from_version", help="start version (default: best in the devlog, else latest)")
+    ap.add_argument("--from", dest="from_version", help="start version (default: the best in docs/kernels/<kernel>/best.json, else the latest)")
     ap.add_argument("--iterations", type=int, default=2, help="loop iterations (default 2)")
     ap.add_argument("--agents", choices=("offline", "anthropic", "replay"),
                     help="agent backend (default: anthropic if ANTHROPIC_API_KEY is set, else offline)")

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..best import best_path, best_version
 from ..errors import KforgeError
 from ..fsutil import atomic_write_text, replace_marked_block
 from . import compat, learn, strategy
@@ -71,7 +72,9 @@ class Steps:
     def _results(self, path: str | None) -> dict[str, Any] | None:
         if not path or not Path(path).exists():
             return None
-        return json.loads(Path(path).read_text(encoding="utf-8"))
+        from ..results import load_results
+
+        return load_results(path).to_json()
 
     # -- 1 ANALYZE -----------------------------------------------------------------------------
     def step_analyze(self, i: int, key: str) -> dict[str, Any]:
@@ -81,7 +84,9 @@ class Steps:
         names = kernel.version_names()
         text = self.devlog.read_text(encoding="utf-8") if self.devlog.exists() else ""
         if i == 1:
-            current = self.o.from_version or learn.best_version_from_devlog(text, names) or names[-1]
+            # the best record (pytest_kforge.best), the value the devlog table and the READMEs show
+            recorded = best_version(best_path(self.o.root, self.o.kernel), names)
+            current = self.o.from_version or recorded or names[-1]
             if current not in names:
                 raise KforgeError(f"--from {current!r} is not a version of {self.o.kernel}; it has "
                                   f"{', '.join(names)}; pick one of those")
@@ -105,6 +110,8 @@ class Steps:
         return out
 
     def _find_results(self, version: str) -> str | None:
+        from ..results import ResultsError, load_results
+
         cands = [Path(self.o.results)] if self.o.results else []
         assert self.o.runs_dir is not None
         found = list(self.o.runs_dir.glob("*/verify-*.json"))
@@ -112,10 +119,10 @@ class Steps:
         cands += sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)
         for p in cands:
             try:
-                data = json.loads(p.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
+                data = load_results(p)
+            except ResultsError:
                 continue
-            if data.get("kernel") == self.o.kernel and rows_by_trial(data, version):
+            if data.kernel == self.o.kernel and any(r.version == version for r in data.results):
                 return str(p)
         return None
 
