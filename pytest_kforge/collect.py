@@ -45,7 +45,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     elif name == "test_correctness":
         for v in sel.versions:
             for t in sel.trials:
-                run_t = t if ks.on_gpu else t.with_params(**sel.kernel.spec.small_params(t.params))
+                run_t = t if ks.on_gpu else t.replaced(sel.kernel.spec.small_params(t.params))
                 cases.append(pytest.param((v, run_t), id=f"{k}-{v.name}-{run_t.id}",
                                           marks=pytest.mark.kforge_correctness))
     elif name == "test_trial" and ks.bench:

@@ -1,4 +1,5 @@
-"""Test fakes (kept out of the installed package) for the loop without a GPU: a suite runner with scripted timings and a toy project.
+"""Test fakes (kept out of the installed package) for the loop without a GPU: a suite runner with scripted timings
+and a toy project.
 
 :class:`FakeSuiteRunner` writes a results JSON in the harness's schema from a table of timings, so
 EVALUATE, LEARN and the summary see exactly what a real VERIFY would give them.  ``kill_on`` makes a
@@ -15,7 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from pytest_kforge.orchestrate.suite import DEFAULT_TRIALS, SuiteOutcome
 
-__all__ = ["SimulatedKill", "FakeSuiteRunner", "make_toy_project", "write_toy_best", "TOY_SPEC", "TOY_V1", "isolated_kernel_modules"]
+__all__ = ["SimulatedKill", "FakeSuiteRunner", "make_toy_project", "write_toy_best", "TOY_SPEC", "TOY_V1",
+           "isolated_kernel_modules"]
 
 
 @contextlib.contextmanager

@@ -153,4 +153,5 @@ def test_offline_run_learns(tmp_path: Path, v1_splits: int, v2_times: dict, kind
         orch.step_learn(1, "1:LEARN")
         assert (root / "docs" / "kernels" / "toy.md").read_text() == devlog
         assert len(kb.get("split-kv").evidence_rows("local")) == 2
-    assert devlog.count("### v2 (cutile-dsl, from v1)") == 1 and "**Prediction:** expected Split the KV sequence across CTAs: 25% gain; measured decode" in devlog
+    assert devlog.count("### v2 (cutile-dsl, from v1)") == 1
+    assert "**Prediction:** expected Split the KV sequence across CTAs: 25% gain; measured decode" in devlog

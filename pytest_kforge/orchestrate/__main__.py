@@ -26,7 +26,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m pytest_kforge.orchestrate",
                                  description="Turn 'make this kernel faster' into verified, explained versions.")
     ap.add_argument("--kernel", help="kernel folder under kernels/ (e.g. mla)")
-    ap.add_argument("--from", dest="from_version", help="start version (default: the best in docs/kernels/<kernel>/best.json, else the latest)")
+    ap.add_argument("--from", dest="from_version", help="start version (default: the best in "
+                                                        "docs/kernels/<kernel>/best.json, else the latest)")
     ap.add_argument("--iterations", type=int, default=2, help="loop iterations (default 2)")
     ap.add_argument("--agents", choices=("offline", "anthropic", "replay"),
                     help="agent backend (default: anthropic if ANTHROPIC_API_KEY is set, else offline)")
@@ -85,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
                 from .state import RunState
 
                 RunState.load(runs_dir, args.resume)  # raises the one-line "no run" error
-            opts = Options(**{**stored, "runs_dir": runs_dir})  # type: ignore[arg-type]
+            opts = Options(**{**(stored or {}), "runs_dir": runs_dir})
         else:
             if not args.kernel:
                 raise KforgeError("--kernel is required (e.g. --kernel mla) unless you --resume a run")

@@ -345,9 +345,9 @@ class Steps:
                **{f"{t}_pct_floor": r.get("pct_floor") for t, r in new_rows.items()}}
         out = {"decision": d, "goal_lines": glines, "goal_met": met, "current": nxt,
                "current_language": self.ctx["design_language"] if d["kept"] else self.ctx["current_language"],
-               "history": [*self.ctx.get("history", []), row],
+               "history": [*(self.ctx.get("history") or []), row],
                "latest_results": v.get("results_path") or self.ctx.get("latest_results"),
-               "line": d["reason"] + ("".join(f"; goal {g}" for g in glines))}
+               "line": str(d["reason"]) + "".join(f"; goal {g}" for g in glines)}
         if met:
             out["stop"] = f"goal met: {', '.join(self.o.goals)}"
         return out

@@ -267,12 +267,13 @@ def literal_config(path: Path) -> tuple[str | None, dict[str, Any]]:
     except (OSError, SyntaxError):
         return None, {}
     for node in tree.body:
-        target = node.targets[0] if isinstance(node, ast.Assign) else (
-            node.target if isinstance(node, ast.AnnAssign) else None)
-        if not isinstance(target, ast.Name) or node.value is None:  # type: ignore[union-attr]
+        if not isinstance(node, (ast.Assign, ast.AnnAssign)) or node.value is None:
+            continue
+        target = node.targets[0] if isinstance(node, ast.Assign) else node.target
+        if not isinstance(target, ast.Name):
             continue
         try:
-            value = ast.literal_eval(node.value)  # type: ignore[union-attr,arg-type]
+            value = ast.literal_eval(node.value)
         except ValueError:
             continue
         if target.id == "PARENT":
