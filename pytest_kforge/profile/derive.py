@@ -319,8 +319,14 @@ def _peer_tensor(peers: Mapping[str, Sequence[KernelRecord]] | None) -> tuple[st
     return max(best, key=lambda x: x[1]) if best else None
 
 
+#: counters where more is better (busy shares, occupancy, clock); for the rest (stalls, instructions, bytes,
+#: bank conflicts, registers) less is better
+_MORE_IS_BETTER = ("sm__pipe_tensor", "smsp__issue_active", "sm__warps_active", "sm__cycles_elapsed")
+
+
 def _peer_diff(ours: KernelRecord, peer: KernelRecord, top: int = 4) -> str:
-    """The counters of the side-by-side set that differ most between two kernels, largest relative difference first."""
+    """The counters of the side-by-side set that differ most between two kernels: those where ours is worse
+    first, each group by largest relative difference."""
     from .side import CURATED, FAMILIES
 
     names = [n for n, _ in CURATED if n not in ("gpu__time_duration.sum", "launch__grid_size", "launch__block_size")]
@@ -330,6 +336,8 @@ def _peer_diff(ours: KernelRecord, peer: KernelRecord, top: int = 4) -> str:
         a, b = _raw(ours, n), _raw(peer, n)
         if a is None or b is None or max(abs(a), abs(b)) == 0 or max(abs(a), abs(b)) < 0.05:
             continue
-        diffs.append((abs(a - b) / max(abs(a), abs(b)), n, a, b))
-    diffs.sort(key=lambda d: -d[0])
-    return "; ".join(f"{n} {a:.4g} vs {b:.4g} ({(a - b) / b * 100:+.0f}%)" for _, n, a, b in diffs[:top]) or "none"
+        worse = (a < b) if n.startswith(_MORE_IS_BETTER) else (a > b)
+        diffs.append((worse, abs(a - b) / max(abs(a), abs(b)), n, a, b))
+    diffs.sort(key=lambda d: (not d[0], -d[1]))
+    return "; ".join(f"{n} {a:.4g} vs {b:.4g} ({(a - b) / b * 100:+.0f}%{', ours worse' if w else ''})"
+                     for w, _, n, a, b in diffs[:top]) or "none"
