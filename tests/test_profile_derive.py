@@ -165,3 +165,24 @@ def test_a_knowledge_entry_of_the_same_name_replaces_the_derived_one(tmp_path: P
                        min_bytes=spec.min_bytes(p), language="cute-dsl", knowledge_root=root)
     names = [o.name for o in rep.contract.opportunities]
     assert "fill-the-last-wave" not in names and len(names) == 3  # refuted in the base: the next rule takes its place
+
+
+def test_profile_version_reads_a_peer_csv_and_reports_the_gap(tmp_path: Path) -> None:
+    import shutil
+
+    from pytest_kforge.profile.__main__ import main
+    from pytest_kforge.profile.report import load_report_json
+
+    rec = tmp_path / "rec"
+    rec.mkdir()
+    shutil.copyfile(DATA / "h200-side-spec-v35_cute.csv.gz", rec / "v35_cute-spec.csv.gz")
+    shutil.copyfile(DATA / "h200-side-spec-peer-flashmla.csv.gz", rec / "peer-flashmla.csv.gz")
+    assert main(["--kernel", "mla", "--version", "v35_cute", "--trial", "spec", "--root", str(ROOT), "--out",
+                 str(tmp_path / "reports"), "--from-csv", str(rec), "--no-devlog",
+                 "--peer-csv", f"spec={rec / 'peer-flashmla.csv.gz'}"]) == 0
+    data = load_report_json(tmp_path / "reports" / "mla" / "v35_cute" / "spec.json.gz")
+    assert data is not None and data["peers"] == {"flashmla": str(rec / "peer-flashmla.csv.gz")}
+    assert data["metrics"]["peer_gap_pct"] == pytest.approx(3.33, abs=0.01)
+    assert "close-gap-to-flashmla" in {d["name"] for d in data["derived"]}
+    with pytest.raises(SystemExit):
+        main(["--kernel", "mla", "--version", "v35_cute", "--peer-csv", "no-equals-sign"])
