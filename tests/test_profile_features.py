@@ -16,6 +16,7 @@ import pytest
 from pytest_kforge.contracts import ProfileContract
 from pytest_kforge.errors import BadVersionModuleError
 from pytest_kforge.profile.command import driver_command
+from pytest_kforge.profile.derive import is_derived
 from pytest_kforge.profile.features import (DETECTORS, code_text, declared_features, detect_features,
                                             version_features)
 from pytest_kforge.profile.parse import parse_raw_csv
@@ -209,12 +210,12 @@ def _knowledge(root: Path, gains: dict[str, float] = GAINS) -> Path:
     return root
 
 
-def _build(kb: Path, applied: dict[str, str] | None):
+def _build(kb: Path, applied: dict[str, str] | None, **kw):
     spec = load_kernel("mla", REPO / "kernels").spec
     p = {"b": 32, "s": 1, "t": 4096, "h": 128}
     recs = parse_raw_csv((DATA / "synthetic-mla-v1-decode.csv").read_text())
     return build_report("mla", "v5_cute", "decode", p, recs, flops=spec.flops(p), min_bytes=spec.min_bytes(p),
-                        language="cute-dsl", knowledge_root=kb, applied=applied)
+                        language="cute-dsl", knowledge_root=kb, applied=applied, **kw)
 
 
 def test_report_leaves_out_what_is_applied_and_ranks_the_next(tmp_path: Path) -> None:
@@ -240,12 +241,18 @@ def test_report_leaves_out_what_is_applied_and_ranks_the_next(tmp_path: Path) ->
 
 def test_report_when_every_match_is_applied(tmp_path: Path) -> None:
     kb = _knowledge(tmp_path / "docs" / "knowledge", {"tma-mbarrier-pipeline": 25.0})
-    rep = _build(kb, {"tma-mbarrier-pipeline": "declared in FEATURES"})
+    rep = _build(kb, {"tma-mbarrier-pipeline": "declared in FEATURES"}, derive_opportunities=False)
     assert rep.contract.opportunities == []
     head = "### Top 3 Opportunities (ranked by estimated impact)\n"
     assert (head + "(none: no entry left to rank: every match is already applied by this version)\n"
             "(not ranked, already applied: tma-mbarrier-pipeline, declared in FEATURES)\n") in rep.markdown
     assert ProfileContract.parse(rep.markdown).opportunities == []
+    # by default the counters fill the list the knowledge base left empty, each marked as derived
+    derived = _build(kb, {"tma-mbarrier-pipeline": "declared in FEATURES"})
+    opps = derived.contract.opportunities
+    assert opps and all(is_derived(o.entry) for o in opps)
+    assert "(not ranked, already applied: tma-mbarrier-pipeline" in derived.markdown
+    assert ProfileContract.parse(derived.markdown).opportunities == opps
 
 
 def test_profile_version_detects_in_the_modules_the_driver_loaded(fake_path: Path, tmp_path: Path,  # noqa: F811

@@ -25,9 +25,9 @@ _BRIEF_METRICS = ("duration_us", "dram_pct", "sm_pct", "tensor_pct", "achieved_o
 
 
 def _metric_names() -> frozenset[str]:
-    try:  # the profiler's table adds its extra rule inputs (mem_pct, grid_size, ...)
-        from ..profile.metrics import METRICS
-        return frozenset(_BRIEF_METRICS) | frozenset(METRICS)
+    try:  # the profiler's table adds its extra rule inputs (mem_pct, grid_size, ...) and derived quantities
+        from ..profile.metrics import DERIVED_METRICS, METRICS
+        return frozenset(_BRIEF_METRICS) | frozenset(METRICS) | frozenset(DERIVED_METRICS)
     except ImportError:  # pragma: no cover - partial checkout
         return frozenset(_BRIEF_METRICS)
 

@@ -26,7 +26,9 @@ their catalog ``name``; an entry planned twice, by title and by name, counts onc
    (at least 1%) on EVERY trial where its trigger fired.  A retune of a knob the parent already
    uses (v5's ``NUM_SPLITS: None`` is automatic and already splits; None -> 4 is a retune) never
    converts an entry: evidence plus a Pitfall note.
-5. A kept manual change with no catalog entry applied and > 5% gain on a trial -> ``add_entry``
+5. A derived opportunity (the profiler's, from counters; not in the catalog) that the summary names
+   becomes an entry (:func:`pytest_kforge.knowledge.derived.learn_derived`).
+6. A kept manual change with no catalog entry applied and > 5% gain on a trial -> ``add_entry``
    (a new language-scoped pattern, local evidence only).  An incorrect version teaches nothing
    about speed (devlog entry only).
 
@@ -44,6 +46,8 @@ from pathlib import Path
 from typing import Any
 
 from ..fsutil import atomic_write_text, file_lock
+from ..knowledge.derived import learn_derived
+from ..profile.derive import spec_for
 from .agents.offline import knob_off, knob_serves, parse_change
 
 __all__ = ["kb_call", "learn", "applied_entries", "unique_by_entry", "narrowed_triggers", "satisfiable",
@@ -251,8 +255,13 @@ def learn(kb: Any, *, kernel: str, parent: str, new: str, language: str, decisio
         return ["nothing learned about speed: the version was not measured correct"]
     known = {getattr(e, "name", None): e for e in kb.entries()}
     names = list(dict.fromkeys(p["name"] for p in planned if p.get("name")))
+    derived = [n for n in names if n not in known and spec_for(n) is not None]  # the profiler's, from counters
     out: list[str] = [f"{n} is not a catalog entry (named by the profiler): nothing to update"
-                      for n in names if n not in known]
+                      for n in names if n not in known and n not in derived]
+    tested = applied_entries([(n, n) for n in derived], changes)
+    out += [learn_derived(kb, n, kernel=kernel, parent=parent, new=new, language=language, per=per, metrics=metrics,
+                          changes=tested[n], kept=bool(decision.get("kept")), gpu=gpu) if n in tested else
+            f"{n} (derived from counters) was planned but not applied: nothing learned about it" for n in derived]
     cands = [(n, str(getattr(known[n], "title", "") or n)) for n in names if n in known]
     applied = applied_entries(cands, changes)
     out += [f"{n} was planned but not applied ({'; '.join(changes) or 'no change listed'}): nothing learned about it"

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..profile.derive import is_derived
 from . import compat
 from .agents.base import clean
 
@@ -80,7 +81,7 @@ def pick_entries(kb: Any, metrics: dict[str, dict[str, float]], profiles: dict[s
     catalog = {str(getattr(e, "name", "")): e for e in kb.entries()}
     for trial, p in profiles.items():
         for o in p.get("opportunities", []):
-            ref = str(o.get("entry") or "")
+            ref = "" if is_derived(str(o.get("entry") or "")) else str(o.get("entry") or "")  # not a file
             stem = Path(ref).stem if ref.endswith(".md") else ref
             key = next((k for k in (stem, o["name"]) if k in catalog), stem or o["name"])
             taken = any(x and x in (b["name"], b["title"]) for b in best.values() for x in (key, o["name"], ref))

@@ -64,6 +64,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-devlog", action="store_true", help="do not update docs/kernels/<kernel>.md")
     ap.add_argument("--bench-json", default=None,
                     help="the harness's results JSON (--kforge-json): its median_us goes beside ncu's duration")
+    ap.add_argument("--peer-csv", action="append", default=[], metavar="TRIAL=PATH",
+                    help="a peer's raw CSV from the same capture (peer-<name>.csv.gz, as profile.side writes it); "
+                         "the report derives the gap to it (repeatable)")
     ap.add_argument("--list-metrics", action="store_true", help="print the short-name -> ncu metric table")
     ap.add_argument("--check-metrics", action="store_true", help="check the table against ncu --query-metrics")
     ap.add_argument("--listing", default=None, help="with --check-metrics: a saved --query-metrics output")
@@ -86,9 +89,16 @@ def main(argv: list[str] | None = None) -> int:
         except ResultsError as exc:
             ap.error(f"--bench-json: {exc}")
         bench = {r.trial: float(r.median_us) for r in results if r.version == args.kversion and r.median_us}
+    peer_csv: dict[str, list[str]] = {}
+    for item in args.peer_csv:
+        trial, sep, path = item.partition("=")
+        if not sep or not trial or not path:
+            ap.error(f"--peer-csv {item!r} is not TRIAL=PATH; write e.g. --peer-csv spec=side/peer-flashmla.csv.gz")
+        peer_csv.setdefault(trial, []).append(path)
     outcomes = profile_version(args.kernel, args.kversion, trials, root=args.root, reports_dir=args.out,
                                ncu=args.ncu, timeout_s=args.timeout, baseline=args.baseline,
-                               from_csv=args.from_csv, update_devlog=not args.no_devlog, bench_us=bench)
+                               from_csv=args.from_csv, update_devlog=not args.no_devlog, bench_us=bench,
+                               peer_csv=peer_csv)
     for o in outcomes:
         print(o.line())
     return 0 if all(o.fault is None for o in outcomes) else 1

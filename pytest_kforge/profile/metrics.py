@@ -33,6 +33,16 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 
+#: warp stall reasons the derived opportunities read (:mod:`.derive`); here so the knowledge triggers can
+#: name the derived quantities without importing the rules
+STALL_REASONS = ("barrier", "long_scoreboard", "wait", "short_scoreboard", "mio_throttle", "math_pipe_throttle",
+                 "gmma", "no_instruction", "not_selected", "dispatch_stall", "lg_throttle", "membar", "sleeping",
+                 "tex_throttle", "drain", "branch_resolving", "imc_miss", "misc")
+#: the quantities :mod:`.derive` computes from the counters (they join a report's metrics)
+DERIVED_METRICS = ("dram_excess_pct", "tensor_idle_pct", "tail_idle_pct", "combine_share_pct",
+                   "occupancy_limit_blocks", "issue_active_pct", "peer_gap_pct",
+                   *(f"stall_{r}_pct" for r in STALL_REASONS))
+
 __all__ = [
     "MetricDef",
     "METRICS",

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .derive import derive, derived_metrics, is_derived
 from .parse import KernelRecord
 from .rules import Verdict, aggregate, classify, key_issue, root_cause
 
@@ -57,6 +58,11 @@ class ProfileReport:
         if applied:
             lines.insert(n, "(not ranked, already applied: " + "; ".join(f"{a['name']}, {a['why']}"
                                                                         for a in applied) + ")")
+        evidence = {d["name"]: d["evidence"] for d in self.data.get("derived") or []}
+        for i in reversed(range(min(n, len(self.contract.opportunities)))):  # under its item, bottom up
+            name = self.contract.opportunities[i].name
+            if name in evidence and is_derived(self.contract.opportunities[i].entry):
+                lines.insert(i + 1, f"   - evidence: {evidence[name]}")
         return before + sep + "\n".join(lines)
 
 
@@ -129,6 +135,16 @@ def knowledge_opportunities(metrics: Mapping[str, float], *, kernel_tags: Sequen
     return opps, notes
 
 
+def _entry_names(root: str | Path) -> set[str]:
+    """Names of every entry under ``root`` (empty when the knowledge base does not load)."""
+    try:
+        from pytest_kforge.knowledge import KnowledgeBase
+
+        return {e.name for e in KnowledgeBase(root=root).entries()}
+    except Exception:  # noqa: BLE001 - no knowledge base: nothing is known
+        return set()
+
+
 def drop_applied(opps: Sequence[Any], applied: Mapping[str, str]) -> tuple[list[Any], list[dict[str, str]]]:
     """``(kept, dropped)``: opportunities whose name is not in ``applied`` (``{feature: why}``, see
     :mod:`.features`), and one ``{name, why, trigger}`` for each dropped one."""
@@ -163,13 +179,19 @@ def build_report(kernel: str, version: str, trial: str, params: Mapping[str, int
                  baseline: Mapping[str, Any] | None = None, opportunities: Callable[..., tuple[list, list]] | None
                  = None, extra: Mapping[str, Any] | None = None,
                  knowledge_root: str | Path = "docs/knowledge",
-                 applied: Mapping[str, str] | None = None) -> ProfileReport:
+                 applied: Mapping[str, str] | None = None,
+                 peers: Mapping[str, Sequence[KernelRecord]] | None = None,
+                 derive_opportunities: bool = True) -> ProfileReport:
     """Everything but I/O: stages, the verdict, root cause, opportunities, baseline, JSON twin.
 
     ``baseline`` is the parent's JSON twin (as :func:`load_report_json` returns it).
     ``opportunities(metrics, kernel_tags=..., language=...)`` defaults to the knowledge base.
     ``applied`` is ``{feature: why}`` of what the version already does (:mod:`.features`): such
     opportunities are not ranked; the JSON's ``already_applied`` and a markdown line name them.
+    When fewer than three remain, :func:`.derive.derive` fills the list from the counters (marked
+    as not in the knowledge base, each with its evidence line; ``derive_opportunities=False`` turns
+    that off); ``peers`` are ``{name: records}``
+    of peer kernels profiled in the same capture, for the gap to the best of them.
     """
     from pytest_kforge.contracts import ProfileContract, StageRow
 
@@ -190,6 +212,7 @@ def build_report(kernel: str, version: str, trial: str, params: Mapping[str, int
         moved = (agg.get("dram_read_mb", 0.0) + agg.get("dram_write_mb", 0.0)) * 1e6
         if moved > 0:
             agg["arith_intensity"] = flops / moved
+    agg.update(derived_metrics(records, agg, min_bytes=min_bytes, peers=peers))
     total = agg.get("duration_us", 0.0) or 1.0
     rows, stage_data = [], []
     seen: dict[str, int] = {}
@@ -221,6 +244,17 @@ def build_report(kernel: str, version: str, trial: str, params: Mapping[str, int
     opps = opps[:3]
     if dropped and not opps:
         notes.append("no entry left to rank: every match is already applied by this version")
+    derived = derive(trigger_metrics, records, peers=peers, min_bytes=min_bytes, bandwidth=roof.bandwidth_bytes_per_s)
+    # a name the knowledge base already has (an anti-pattern, say) is its verdict, not a new idea
+    known = {o.name for o in opps} | set(applied or {}) | (set() if opportunities else _entry_names(knowledge_root))
+    fill = [d for d in derived if d.name not in known][:max(0, 3 - len(opps))] if derive_opportunities else []
+    if fill:
+        opps = sorted([*opps, *(d.opportunity() for d in fill)], key=lambda o: -float(o.est_gain_pct))
+        notes.append(f"{len(fill)} opportunit{'y' if len(fill) == 1 else 'ies'} derived from the counters "
+                     f"(not in the knowledge base): {', '.join(d.name for d in fill)}")
+    if not any(k.startswith("stall_") for k in trigger_metrics):
+        notes.append("stall reasons not in this capture (smsp__average_warps_issue_stalled_*); "
+                     "`python -m pytest_kforge.profile.side` collects them with `ncu --set full`")
     base_rows = []
     if baseline:
         base_rows = baseline_rows(agg, baseline.get("metrics", {}))
@@ -235,6 +269,8 @@ def build_report(kernel: str, version: str, trial: str, params: Mapping[str, int
                      "tbs": roof.bandwidth_bytes_per_s / 1e12, "tflops": roof.flops_per_s / 1e12},
         "stages": stage_data, "notes": notes, **dict(extra or {}),
     }
+    if derived:
+        data["derived"] = [dataclasses.asdict(d) for d in derived]
     if applied:
         data["features"] = dict(applied)
         data["already_applied"] = dropped

@@ -47,13 +47,20 @@ def _find_csv(folder: Path, version: str, trial: str) -> Path | None:
     return None
 
 
+def _peer_name(path: str | Path) -> str:
+    """``flashmla`` for ``peer-flashmla.csv.gz`` (the name :mod:`.side` gives a peer's CSV)."""
+    stem = Path(path).name.removesuffix(".gz").removesuffix(".csv")
+    return stem.removeprefix("peer-") or stem
+
+
 def profile_version(kernel: str, version: str, trials: Sequence[str] | None = None, *,
                     root: str | Path = ".", reports_dir: str | Path | None = None, ncu: str | None = None,
                     timeout_s: float = DEFAULT_TIMEOUT_S, baseline: str | None = None,
                     from_csv: str | Path | None = None, update_devlog: bool = True,
                     kernels_dir: str | Path | None = None, roofline: Any = None,
                     params: Mapping[str, Mapping[str, int]] | None = None,
-                    bench_us: Mapping[str, float] | None = None) -> list[TrialOutcome]:
+                    bench_us: Mapping[str, float] | None = None,
+                    peer_csv: Mapping[str, Sequence[str | Path]] | None = None) -> list[TrialOutcome]:
     """Profile ``kernel version`` on ``trials`` (default: the spec's default trials).
 
     ``from_csv`` reads recorded raw CSVs (``<trial>.csv``, ``<version>-<trial>.csv`` or ``<version>/<trial>.csv``,
@@ -61,6 +68,8 @@ def profile_version(kernel: str, version: str, trials: Sequence[str] | None = No
     (default: the parent).
     ``params`` overrides a trial's parameters (e.g. b halved by the harness); ``bench_us`` is the
     harness's median per trial, recorded beside ncu's duration for the agreement check.
+    ``peer_csv`` maps a trial to raw CSVs of peers profiled in the same capture (``peer-<name>.csv[.gz]``, as
+    :mod:`.side` writes them): the report derives the gap to the best of them.
     """
     from pytest_kforge.registry import load_kernel
 
@@ -146,9 +155,12 @@ def profile_version(kernel: str, version: str, trials: Sequence[str] | None = No
         base = load_report_json(report_json_path(reports / kernel / base_name, trial)) if base_name else None
         applied = version_features(kdir, kernel, version, declared=declared, loaded=loaded)
         try:
+            peers = {_peer_name(f): load_records(csv_path=f) for f in (peer_csv or {}).get(trial, ())}
+            if peers:
+                extra["peers"] = {n: str(f) for n, f in zip(peers, (peer_csv or {})[trial])}
             rep = build_report(kernel, version, trial, p, records, flops=spec.flops(p), min_bytes=spec.min_bytes(p),
                                roofline=roofline, stage_names=stage_names, language=language, baseline=base,
-                               extra=extra, knowledge_root=root / "docs" / "knowledge", applied=applied)
+                               extra=extra, knowledge_root=root / "docs" / "knowledge", applied=applied, peers=peers)
         except Exception as exc:  # noqa: BLE001 - one bad trial must not lose the others
             out.fault = f"could not build the report for {version} {trial}: {type(exc).__name__}: {exc}"
             continue
