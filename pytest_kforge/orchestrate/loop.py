@@ -3,7 +3,8 @@
 Every iteration runs the eight steps as ``<iteration>:<STEP>``; each step's outputs are JSON and
 are stored in the run state when the step ends, and the loop's working context is rebuilt from
 them on ``--resume`` (a finished step is never redone; the step that was running is).  Progress is
-one line per step.  A lock on ``runs/<kernel>.orchestrate.lock`` keeps two runs on one kernel apart.
+one line per step, ending with the step's wall time.  A step handed off (``AwaitingAgent``) is
+recorded ``waiting`` and the run returns with status ``waiting``.  A lock on ``runs/<kernel>.orchestrate.lock`` keeps two runs on one kernel apart.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from typing import Any
 from ..errors import KforgeError
 from ..fsutil import file_lock
 from . import compat
+from .agents.base import AwaitingAgent
+from .agents.recording import RecordedDesigner, RecordedProfiler
 from .evaluate import parse_goal
 from .state import STEPS, RunState
 from .steps import Steps
@@ -56,16 +59,28 @@ class Options:
     model: str | None = None
     results: str | None = None
     lock_timeout_s: float = 10.0
+    agent_cmd: str | None = None  # --agents command: the coding-agent CLI for both roles
+    designer_cmd: str | None = None  # per-role overrides (any backend)
+    profiler_cmd: str | None = None
+    agent_timeout_s: float = 3600.0  # one agent command's time limit
+    suite_args: list[str] = dataclasses.field(default_factory=list)  # extra harness args of VERIFY's suite
 
     def __post_init__(self) -> None:
         self.root = Path(self.root).resolve()
-        self.kernels_dir = Path(self.kernels_dir or self.root / "kernels").resolve()
-        self.runs_dir = Path(self.runs_dir or self.root / "runs").resolve()
+        # relative folders are the root's (a stored run names them so, to stay relocatable)
+        self.kernels_dir = (self.root / (self.kernels_dir or "kernels")).resolve()
+        self.runs_dir = (self.root / (self.runs_dir or "runs")).resolve()
         for g in self.goals:
             parse_goal(g)
 
     def to_json(self) -> dict[str, Any]:
-        return {k: (str(v) if isinstance(v, Path) else v) for k, v in dataclasses.asdict(self).items()}
+        """JSON of the options with folders inside the root relative to it, so a copied run folder
+        resumes under another ``--root`` (``--resume`` takes root and runs dir from the command line)."""
+        def rel(v: Path) -> str:
+            return v.relative_to(self.root).as_posix() if v.is_relative_to(self.root) else str(v)
+        d = {k: (rel(v) if isinstance(v, Path) and k != "root" else v) for k, v in dataclasses.asdict(self).items()}
+        d["root"] = str(self.root)  # for the reader only: --resume uses its own --root
+        return d
 
 
 class Orchestrator(Steps):
@@ -74,7 +89,9 @@ class Orchestrator(Steps):
     def __init__(self, options: Options, *, profiler: Any, designer: Any, runner: SuiteRunner,
                  knowledge: Any = None, has_gpu: bool | None = None, out: Callable[[str], None] = print) -> None:
         self.o = options
-        self.profiler, self.designer, self.runner = profiler, designer, runner
+        # every backend's exchanges are recorded in a shape the replay backend plays back
+        self.profiler, self.designer = RecordedProfiler.wrap(profiler), RecordedDesigner.wrap(designer)
+        self.runner = runner
         self.kb = knowledge if knowledge is not None else compat.make_knowledge_base(options.root / "docs/knowledge")
         self._has_gpu = has_gpu
         self.out = out
@@ -115,14 +132,17 @@ class Orchestrator(Steps):
             if compat.FALLBACKS and note not in st.notes:
                 st.notes.append(note)
             self.state = st
-            for i in range(1, (1 if self.o.dry_run else self.o.iterations) + 1):
-                for step in STEPS:
-                    if self.o.dry_run and step not in DRY_STEPS:
-                        continue
-                    self._step(i, step)
-                if self.ctx.get("stop"):
-                    self.out(f"stopping: {self.ctx['stop']}")
-                    break
+            try:
+                for i in range(1, (1 if self.o.dry_run else self.o.iterations) + 1):
+                    for step in STEPS:
+                        if self.o.dry_run and step not in DRY_STEPS:
+                            continue
+                        self._step(i, step)
+                    if self.ctx.get("stop"):
+                        self.out(f"stopping: {self.ctx['stop']}")
+                        break
+            except AwaitingAgent:
+                return st  # recorded waiting by _step; the paragraph was printed
             st.status = "dry-run" if self.o.dry_run else "done"
             st.save()
             return st
@@ -147,12 +167,17 @@ class Orchestrator(Steps):
         t0 = time.monotonic()
         try:
             outputs = getattr(self, f"step_{step.lower()}")(i, key)
+        except AwaitingAgent as exc:
+            st.wait(rec, exc.missing, time.monotonic() - t0)
+            self.out(f"[{key}] waiting: {exc}")
+            raise
         except Exception as exc:  # noqa: BLE001 - every failure is recorded, then reported in one line
             msg = f"{step} failed: {exc}"
             st.fail(rec, msg, time.monotonic() - t0)
             self.out(f"[{key}] FAILED: {exc}")
             raise StepFailed(f"{msg} (run {st.run_id}; fix the cause and rerun with --resume {st.run_id})") from exc
-        st.finish(rec, outputs, time.monotonic() - t0, self._usage, self._cost)
+        wall = time.monotonic() - t0
+        st.finish(rec, outputs, wall, self._usage, self._cost)
         self.ctx.update(outputs)
         tok = f" [{sum(self._usage.values())} tokens, ${self._cost:.4f}]" if self._usage else ""
-        self.out(f"[{key}] {outputs.get('line', 'ok')}{tok}")
+        self.out(f"[{key}] {outputs.get('line', 'ok')}{tok} ({wall:.1f} s)")

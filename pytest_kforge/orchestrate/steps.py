@@ -21,7 +21,7 @@ from .agents.offline import (OfflineProfiler, literal_config, metrics_from_contr
                              propose_config, tried_configs)
 from .evaluate import decide, goals_met, parse_goal, rows_by_trial, version_correct
 from .select import select_language
-from .state import RunState
+from .state import RunState, json_path
 from .suite import DEFAULT_TRIALS, SuiteRunner, oom_notes
 
 if TYPE_CHECKING:
@@ -69,9 +69,29 @@ class Steps:
         return p.relative_to(self.o.root).as_posix() if p.is_absolute() and p.is_relative_to(self.o.root) else path
 
     def _results(self, path: str | None) -> dict[str, Any] | None:
-        if not path or not Path(path).exists():
+        """A results JSON named absolute, or relative to the run folder (where the run keeps the ones it
+        uses, so a copied folder resumes elsewhere) or to the root."""
+        if not path:
             return None
-        return json.loads(Path(path).read_text(encoding="utf-8"))
+        bases = [b for b in (self.state.dir if self.state else None, self.o.root) if b is not None]
+        cands = [Path(path)] if Path(path).is_absolute() else [b / path for b in bases]
+        found = next((json_path(c) for c in cands if json_path(c).exists()), None)
+        from ..fsutil import read_text_gz
+
+        return json.loads(read_text_gz(found)) if found is not None else None
+
+    def _keep_results(self, path: str | None, version: str, i: int) -> str | None:
+        """The rows of ``version`` from a results JSON outside the run folder, copied into it
+        (``analyze-<i>-results.json``); returns the name the run state keeps."""
+        data = self._results(path)
+        if data is None or self.state is None or (Path(path or "").parent == self.state.dir):
+            return path
+        mine = {k: ([r for r in v if isinstance(r, dict) and r.get("version") == version]
+                    if k in ("results", "correctness") and isinstance(v, list) else v) for k, v in data.items()}
+        mine["copied_from"] = self._rel(str(path))
+        name = f"analyze-{i}-results.json"
+        atomic_write_text(self.state.dir / name, json.dumps(mine, indent=1) + "\n")
+        return name
 
     # -- 1 ANALYZE -----------------------------------------------------------------------------
     def step_analyze(self, i: int, key: str) -> dict[str, Any]:
@@ -87,7 +107,8 @@ class Steps:
                                   f"{', '.join(names)}; pick one of those")
         else:
             current = self.ctx["current"]
-        results_path = self.ctx.get("latest_results") or self._find_results(current)
+        found = None if self.ctx.get("latest_results") else self._find_results(current)
+        results_path = self.ctx.get("latest_results") or self._keep_results(found, current, i)
         stress = bool(learn.re.search(r"stress (config|trial)[^.\n]{0,60}(needed|required)", text, learn.re.I))
         trials = list(getattr(kernel.spec, "default_trials", DEFAULT_TRIALS))
         if stress and "stress" in getattr(kernel.spec, "trials", {}):
@@ -95,7 +116,7 @@ class Steps:
         params = {t: dict(kernel.spec.trials[t]) for t in trials if t in getattr(kernel.spec, "trials", {})}
         rows = rows_by_trial(self._results(results_path) or {}, current)
         line = (f"current {current} ({kernel.version(current).language}); devlog "
-                f"{'found' if text else 'missing'}; results {'from ' + Path(results_path).name if results_path else 'none'}"
+                f"{'found' if text else 'missing'}; results {'from ' + Path(found or results_path).name if results_path else 'none'}"
                 + "".join(f"; {t} {r.get('median_us')} us" for t, r in rows.items()))
         out = {"current": current, "current_language": kernel.version(current).language, "results_path": results_path,
                "devlog_overview": learn.read_block(text, "overview")[:2000], "devlog_best": learn.read_block(text, "best"),
@@ -294,6 +315,7 @@ class Steps:
         if outcome.ok and outcome.results is not None:
             if not out_json.exists():
                 atomic_write_text(out_json, json.dumps(outcome.results, indent=1))
+        # named relative to the run folder, so a copied run folder resumes elsewhere
             correct, why = version_correct(outcome.results, new)
             if not correct:
                 notes.append(f"{new} not profiled: {why}")
@@ -315,7 +337,7 @@ class Steps:
         line = f"suite {'ran' if outcome.ok else 'FAILED'} ({outcome.reason}, {outcome.wall_s:.0f} s)"
         line += "".join(f"; note: {n}" for n in notes if "halved" in n or "memory" in n.lower())
         return {"verify": {"ok": outcome.ok, "reason": outcome.reason, "command": outcome.command,
-                           "wall_s": outcome.wall_s, "results_path": str(out_json) if outcome.results else None},
+                           "wall_s": outcome.wall_s, "results_path": out_json.name if outcome.results else None},
                 "verify_notes": notes, "profiles_by_version": by_version, "line": line}
 
     # -- 7 EVALUATE ----------------------------------------------------------------------------
