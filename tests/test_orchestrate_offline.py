@@ -154,3 +154,15 @@ def test_offline_run_learns(tmp_path: Path, v1_splits: int, v2_times: dict, kind
         assert (root / "docs" / "kernels" / "toy.md").read_text() == devlog
         assert len(kb.get("split-kv").evidence_rows("local")) == 2
     assert devlog.count("### v2 (cutile-dsl, from v1)") == 1 and "**Prediction:** expected Split the KV sequence across CTAs: 25% gain; measured decode" in devlog
+
+
+def test_next_version_name_follows_the_design_languages_line(tmp_path: Path) -> None:
+    from pytest_kforge.orchestrate.agents.offline import next_version_name
+
+    for name, lang in (("v0", "torch"), ("v1", "cutile-dsl"), ("v11", "cutile-dsl"), ("v1_cute", "cute-dsl"),
+                       ("v60_cute", "cute-dsl")):
+        (tmp_path / f"{name}.py").write_text(f"LANGUAGE = {lang!r}\n")
+    (tmp_path / "_cute_helper.py").write_text("X = 1\n")
+    assert next_version_name(tmp_path, "cute-dsl") == "v61_cute"
+    assert next_version_name(tmp_path, "cutile-dsl") == "v12"
+    assert next_version_name(tmp_path) == "v61"  # no language: above every version, unsuffixed

@@ -59,6 +59,9 @@ def build_parser() -> argparse.ArgumentParser:
                                                      "string (e.g. '-n 4 -x')")
     ap.add_argument("--autotune-budget", type=float, default=3600.0,
                     help="tuning time box per parent version in seconds (default 3600, i.e. < 1 h)")
+    ap.add_argument("--pack", metavar="RUN_ID", help="pack a run folder for committing (gzipped JSON, no tasks/ or "
+                                                    "outside/) into --pack-to, then exit")
+    ap.add_argument("--pack-to", help="--pack: destination folder (e.g. docs/kernels/runs/<run-id>)")
     ap.add_argument("--root", default=".", help="project root (default: current directory)")
     return ap
 
@@ -137,7 +140,12 @@ def _replay(args: argparse.Namespace, root: Path, runs_dir: Path) -> int:
         raise KforgeError("--agents replay needs --replay-from <run id or run folder>")
     source = load_source(args.replay_from, runs_dir)
     scratch = make_scratch(source, root, Path(args.replay_root) if args.replay_root else None)
-    opts = Options(**replay_options(source), root=scratch, agents=str(source.options.get("agents", "replay")))
+    ropts = replay_options(source)
+    start = ropts.get("from_version")
+    if start and not (scratch / "kernels" / source.kernel / f"{start}.py").exists():
+        raise KforgeError(f"the recorded run starts from {source.kernel} {start}, which {root / 'kernels' / source.kernel} "
+                          f"lacks; replay from a checkout that has it (--root)")
+    opts = Options(**ropts, root=scratch, agents=str(source.options.get("agents", "replay")))
     profiler, designer = make_agents("replay", root=scratch, model=None, max_retries=0,
                                      replay_from=str(source.dir), runs_dir=runs_dir)
     print(f"replaying run {source.run_id} ({opts.iterations} iteration(s), recorded agents "
@@ -166,6 +174,16 @@ def main(argv: list[str] | None = None) -> int:
     runs_dir = Path(args.runs_dir).resolve() if args.runs_dir else root / "runs"
     orch = None
     try:
+        if args.pack:
+            from .pack import pack_run
+
+            if not args.pack_to:
+                raise KforgeError("--pack needs --pack-to <folder> (e.g. docs/kernels/runs/<run-id>)")
+            src = Path(args.pack) if (Path(args.pack) / "state.json").exists() else runs_dir / args.pack
+            files = pack_run(src, Path(args.pack_to))
+            print(f"packed {len(files)} file(s) of {src} into {args.pack_to} "
+                  f"({sum(f.stat().st_size for f in files) / 1024:.0f} KB)")
+            return 0
         if args.agents == "replay" and not args.resume:
             return _replay(args, root, runs_dir)
         opts = _options(args, root, runs_dir)

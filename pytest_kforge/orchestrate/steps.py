@@ -251,7 +251,8 @@ class Steps:
                                      "split value (seed tuning policy: manual promising tiles first)"}]
         history = self.ctx.get("history", [])
         phase, why = strategy.tuning_phase(history, current, self.o.autotune_budget_s)
-        new_version = next_version_name(self.o.kernels_dir / self.o.kernel)  # type: ignore[operator]
+        # named in the design language's line (mla: v61_cute after v60_cute, v12 after v11)
+        new_version = next_version_name(self.o.kernels_dir / self.o.kernel, self.ctx["design_language"])  # type: ignore[operator]
         out: dict[str, Any] = {"planned": planned, "avoid": [a["name"] for a in avoid], "tuning": phase,
                                "tuning_why": why, "new_version": new_version, "already_applied": sorted(applied)}
         if self.o.agents == "offline" or self.o.dry_run:
