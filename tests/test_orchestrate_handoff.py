@@ -104,6 +104,8 @@ def test_handoff_waits_resumes_and_replays(tmp_path: Path, runner: FakeSuiteRunn
     assert (run2 / "outside" / "docs" / "kernels" / "toy.md").exists()  # LEARN's writes travel with the folder
     walls = [v["wall_s"] for v in json.loads((run2 / "state.json").read_text())["steps"].values()]
     assert len(walls) == 16 and all(isinstance(w, float) for w in walls)
+    summary = (run2 / "summary.md").read_text()
+    assert "Step wall times (s):" in summary and "| 2 | " in summary and "(waiting)" not in summary
 
     # replay (no GPU asked for, no suite run): the same versions, summaries and decisions
     calls = len(runner.calls)

@@ -166,3 +166,30 @@ def test_next_version_name_follows_the_design_languages_line(tmp_path: Path) -> 
     assert next_version_name(tmp_path, "cute-dsl") == "v61_cute"
     assert next_version_name(tmp_path, "cutile-dsl") == "v12"
     assert next_version_name(tmp_path) == "v61"  # no language: above every version, unsuffixed
+
+
+def test_offline_profiler_profiles_the_steps_trials_in_one_run(tmp_path: Path) -> None:
+    """A GPU profile start-up and compile is the expensive part: the first trial's miss profiles them all."""
+    from pytest_kforge.fsutil import atomic_write_gz_text
+
+    root = make_toy_project(tmp_path)
+
+    class Runner(FakeSuiteRunner):
+        asked: list[tuple[str, ...]] = []
+
+        def profile(self, kernel, version, *, out_dir, timeout_s, trials=("decode", "spec")):
+            self.asked.append(tuple(trials))
+            for t in trials:
+                us = 50.0 if t == "decode" else 500.0
+                atomic_write_gz_text(out_dir / kernel / version / f"{t}.json.gz", json.dumps(C.ProfileContract(
+                    kernel, version, DECODE, [C.StageRow("main", us, 20.0, 60.0, 30.0, "Latency", "few CTAs")],
+                    "Latency", "Few CTAs. Latency dominates.", []).to_dict()))  # where the profiler writes
+            return super().profile(kernel, version, out_dir=out_dir, timeout_s=timeout_s, trials=trials)
+
+    runner = Runner({})
+    ctx = AgentContext(root=root, kernels_dir=root / "kernels", kernel="toy", can_profile=True, runner=runner,
+                       trials=("decode", "spec"))
+    d = OfflineProfiler().profile("toy", "v1", "decode", DECODE, context=ctx)
+    s = OfflineProfiler().profile("toy", "v1", "spec", DECODE, context=ctx)
+    assert runner.asked == [("decode", "spec")]  # one profiling run for both trials
+    assert (d.stages[0].duration_us, s.stages[0].duration_us) == (50.0, 500.0)

@@ -54,7 +54,8 @@ class Steps:
                             step_key=key, runner=self.runner, knowledge=self.kb,
                             can_profile=not self.o.dry_run and self.has_gpu,
                             reports_dir=self.o.root / "reports", timeout_s=self.o.timeout_s,
-                            run_dir=self.state.dir if self.state else None, **kw)
+                            run_dir=self.state.dir if self.state else None,
+                            trials=tuple(self.ctx.get("trials", ())), **kw)
 
     def _record(self, key: str, label: str, actx: AgentContext) -> None:
         assert self.state is not None

@@ -61,6 +61,7 @@ class AgentContext:
     reports_dir: Path | None = None
     run_dir: Path | None = None  # runs/<run-id>/ (tool outputs go there)
     timeout_s: float = 1800.0
+    trials: tuple[str, ...] = ()  # the step's trial matrix (a profiler may measure them in one run)
     exchange: dict[str, Any] = dataclasses.field(default_factory=dict)
     usage: dict[str, int] = dataclasses.field(default_factory=dict)
     cost_usd: float = 0.0

@@ -118,8 +118,10 @@ class OfflineProfiler:
         reports = context.reports_dir or (context.root / "reports")
         path = report_json_path(reports / kernel / version, trial)
         if not path.exists() and context.can_profile and context.runner is not None:
+            # every trial of the step still unprofiled, in one run: one start-up and compile, not one per trial
+            todo = tuple(t for t in context.trials if not report_json_path(reports / kernel / version, t).exists())
             out = context.runner.profile(kernel, version, out_dir=reports, timeout_s=context.timeout_s,
-                                         trials=(trial,))
+                                         trials=todo if trial in todo else (trial,))
             context.exchange.setdefault("commands", []).append(out.command)
             if not out.ok:
                 context.notes.append(f"profiling {version} {trial} failed ({out.reason}); using suite timings")
