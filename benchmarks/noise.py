@@ -21,7 +21,8 @@ flush, spin, CUDA events, per-round SM clock from NVML) and stops them.  The loa
 ``--clock-guard 0,99`` times each load without and with the harness's throttle guard (see
 :mod:`pytest_kforge.gpuclock`); ``--heat-s 3`` first runs the kernel back to back for 3 s.
 Per load the report gives the median, the spread (IQR %), the share of rounds more than 1% above
-the first load's median ("slow rounds"; ``none`` comes first by default) and the SM clock range, so a load that causes the steps shows
+the first load's median ("slow rounds"; ``none`` comes first by default) and the SM clock range, so a load that
+causes the steps shows
 up as slow rounds at an unchanged clock.
 """
 

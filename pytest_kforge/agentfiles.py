@@ -144,9 +144,9 @@ def validate(root: str | Path = ".") -> list[str]:
                          f"{', '.join(sorted(KNOWN_TOOLS))}")
         if a.model is not None and a.model not in MODEL_ALIASES and not a.model.startswith("claude-"):
             probs.append(f"{p}: model {a.model!r} is not {', '.join(sorted(MODEL_ALIASES))} or a claude-* model id")
-        for s in a.skills:
-            if s not in skills:
-                probs.append(f"{p}: preloads skill {s!r}, but agents/skills/{s}/SKILL.md does not exist")
+        for name in a.skills:
+            if name not in skills:
+                probs.append(f"{p}: preloads skill {name!r}, but agents/skills/{name}/SKILL.md does not exist")
         if not a.body:
             probs.append(f"{p}: the body (system prompt) is empty")
     return probs

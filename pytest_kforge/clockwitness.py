@@ -31,6 +31,7 @@ burst, which on a power-capped board sits at or below that of an isolated round.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import statistics
 import time
@@ -176,7 +177,7 @@ def _version_launch(kernel: str, version: str, trial: str) -> Callable[[], None]
     return v.launcher(v.spec.trial(trial).params, seed=0, device="cuda")
 
 
-def _gemm_launch(n: int) -> Callable[[], None]:
+def _gemm_launch(n: int) -> Callable[[], Any]:
     import torch
 
     a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
@@ -210,10 +211,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from pytest_kforge.gpuclock import reader_for
 
     reader = reader_for("cuda")
-    jobs: list[tuple[str, Callable[[], Callable[[], None]]]] = []
+    jobs: list[tuple[str, Callable[[], Callable[[], Any]]]] = []
     for version in (x for x in args.kernel_version.split(",") if x):
         for trial in (x for x in args.trial.split(",") if x):
-            jobs.append((f"{version} {trial}", lambda v=version, t=trial: _version_launch(args.kernel, v, t)))
+            jobs.append((f"{version} {trial}", functools.partial(_version_launch, args.kernel, version, trial)))
     if args.gemm:
         jobs.append((f"cuBLAS bf16 GEMM {args.gemm}^3", lambda: _gemm_launch(args.gemm)))
     if not jobs:

@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def _session(config: pytest.Config) -> KforgeSession:
-    from .plugin import SESSION_KEY
+    from .session import SESSION_KEY
 
     return config.stash[SESSION_KEY]
 
@@ -45,7 +45,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     elif name == "test_correctness":
         for v in sel.versions:
             for t in sel.trials:
-                run_t = t if ks.on_gpu else t.with_params(**sel.kernel.spec.small_params(t.params))
+                run_t = t if ks.on_gpu else t.replaced(sel.kernel.spec.small_params(t.params))
                 cases.append(pytest.param((v, run_t), id=f"{k}-{v.name}-{run_t.id}",
                                           marks=pytest.mark.kforge_correctness))
     elif name == "test_trial" and ks.bench:
@@ -116,8 +116,9 @@ def test_fuzz(kforge_case: tuple[Version, None], kforge_session: KforgeSession) 
 
 def test_trial(kforge_case: tuple[Version, TrialConfig], kforge_session: KforgeSession, benchmark: Any,
                request: pytest.FixtureRequest) -> None:
-    from .bench import EXTRA_INFO_KEYS, feed_benchmark, run_trial
-    from .gpuinfo import gpu_identity
+    from .bench import run_trial
+    from .benchadapter import extra_info, feed_fixture
+    from .results import TrialResult
 
     version, trial = kforge_case
     ks = kforge_session
@@ -125,18 +126,15 @@ def test_trial(kforge_case: tuple[Version, TrialConfig], kforge_session: KforgeS
     if reason:
         pytest.skip(reason)
     row, res = run_trial(version, trial, ks)
+    data = row.to_json()  # the hook's contract: a results-JSON row it may add keys to
     request.config.hook.pytest_kforge_trial_result(config=request.config, version=version, trial=trial,
-                                                   result=row)
+                                                   result=data)
+    row = TrialResult.from_json(data)
     ks.add_result(row)
     if res is not None:
-        ident = gpu_identity()
-        extra = {k: row.get(k) for k in EXTRA_INFO_KEYS}
-        extra.update(version=version.name, language=version.language, gpu=ident["gpu"],
-                     driver=ident["driver"], torch=ident["torch"], cuda_tile=ident["cuda-tile"],
-                     cutlass_dsl=ident["nvidia-cutlass-dsl"])
-        feed_benchmark(benchmark, res.samples_s, extra, group=f"{version.kernel} {row['id']}")
-    for key in ("note", "clock_note"):
-        if row.get(key):
-            print(f"kforge: {version.name} {trial.id}: {row[key]}")
-    if row["error"]:
-        pytest.fail(f"{version.kernel} {version.name} {row['id']}: {row['error']}", pytrace=False)
+        feed_fixture(benchmark, res.samples_s, extra_info(row, with_gpu=True), group=f"{version.kernel} {row.id}")
+    for note in (row.note, row.clock_note):
+        if note:
+            print(f"kforge: {version.name} {trial.id}: {note}")
+    if row.error:
+        pytest.fail(f"{version.kernel} {version.name} {row.id}: {row.error}", pytrace=False)

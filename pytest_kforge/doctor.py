@@ -139,7 +139,7 @@ def _cutile_checks(vers: dict, ident: dict, install: str) -> list[Check]:
 def main(argv: list[str] | None = None) -> int:
     """``[--json] [--dsl cute-dsl[,cutile-dsl]]``: ``--dsl`` checks only the named DSLs' toolchains."""
     args = list(sys.argv[1:] if argv is None else argv)
-    dsls = DSLS
+    dsls: tuple[str, ...] = DSLS
     if "--dsl" in args:
         i = args.index("--dsl")
         picked = tuple(d.strip() for d in (args[i + 1] if i + 1 < len(args) else "").split(",") if d.strip())

@@ -17,7 +17,8 @@ count, and every trial row carries them::
 which the GPU reported a throttle reason (power cap, thermal or hardware slowdown) *and* ran below
 PCT% of its maximum SM clock is thrown away, the GPU is left idle for ``pause_s`` so its power
 average drops, and the round is taken again (at most as many re-takes as rounds; the row counts
-them; when that budget runs out the rest are kept and the note says so).  Measured on the H200 (devlog run 8): the 1 ms speculative kernel, timed back to back,
+them; when that budget runs out the rest are kept and the note says so).  Measured on the H200 (devlog run 8): the 1
+ms speculative kernel, timed back to back,
 pushes the board to its 700 W limit within ~0.5 s and the SM clock wanders 1830-1980 MHz, so the
 same kernel reads 946 or 966 us depending on what ran before it; decode (~300 W) never throttles.
 Run 9 showed why the samples must span the round: sampled only at enqueue (the

@@ -20,6 +20,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from .results import RunResults, TrialResult
+
 __all__ = ["journal_path", "append", "recover", "main"]
 
 
@@ -43,9 +45,9 @@ def append(json_path: str | Path, row: Mapping[str, Any], meta: Mapping[str, Any
         os.close(fd)
 
 
-def recover(journal: str | Path) -> dict[str, Any]:
-    """The results-JSON payload of the rows in ``journal`` (a torn last line is skipped)."""
-    results: list[dict[str, Any]] = []
+def recover(journal: str | Path) -> RunResults:
+    """The results JSON of the rows in ``journal``, marked ``partial`` (a torn last line is skipped)."""
+    results: list[TrialResult] = []
     meta: dict[str, Any] = {}
     for line in Path(journal).read_text(encoding="utf-8").splitlines():
         try:
@@ -53,8 +55,10 @@ def recover(journal: str | Path) -> dict[str, Any]:
         except json.JSONDecodeError:
             continue  # the line a killed process was writing
         meta = meta or dict(rec.get("meta") or {})
-        results.append(rec["result"])
-    return {**meta, "partial": True, "results": results, "correctness": []}
+        results.append(TrialResult.from_json(rec["result"]))
+    run = RunResults.from_json({**meta, "results": []})
+    run.results, run.partial = results, True
+    return run
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -66,11 +70,11 @@ def main(argv: list[str] | None = None) -> int:
     if not src.is_file():
         print(f"error: no journal at {src}; a run writes one next to its --kforge-json path", file=sys.stderr)
         return 2
-    payload = recover(src)
+    run = recover(src)
     from .fsutil import atomic_write_text
 
-    atomic_write_text(out, json.dumps(payload, indent=2, default=str) + "\n")
-    print(f"{out}: {len(payload['results'])} results recovered from {src}")
+    atomic_write_text(out, json.dumps(run.to_json(), indent=2, default=str) + "\n")
+    print(f"{out}: {len(run.results)} results recovered from {src}")
     return 0
 
 

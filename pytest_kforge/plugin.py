@@ -18,11 +18,10 @@ from typing import Any
 
 import pytest
 
-from .session import KforgeSession
+from .session import SESSION_KEY, KforgeSession
 
-__all__ = ["SESSION_KEY"]
+__all__ = ["SESSION_KEY"]  # defined in .session (collect.py reads it without importing this module)
 
-SESSION_KEY = pytest.StashKey[KforgeSession]()
 _NAME = r"[a-z][a-z0-9_]*"
 _VERSION = r"v\d+(?:_[a-z0-9_]+)?"
 
@@ -326,6 +325,6 @@ class _RunHooks:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict[str, Any]) -> None:
-    from .bench import machine_info_update
+    from .benchadapter import update_machine_info
 
-    machine_info_update(machine_info)
+    update_machine_info(machine_info)

@@ -239,7 +239,7 @@ def _ensure_package(root: Path) -> None:
     """Make ``kforge_kernels.<kernel>`` importable so versions can share helper modules."""
     if _PKG not in sys.modules or getattr(sys.modules[_PKG], "__kforge_root__", None) != root:
         pkg = ModuleType(_PKG)
-        pkg.__path__ = [str(root)]  # type: ignore[attr-defined]
+        pkg.__path__ = [str(root)]
         pkg.__kforge_root__ = root  # type: ignore[attr-defined]
         sys.modules[_PKG] = pkg
         for key in [k for k in sys.modules if k.startswith(_PKG + ".")]:
@@ -256,7 +256,7 @@ def _import(modname: str, path: Path, reload: bool = False) -> ModuleType:
             _import(parent, init)
         else:
             pkg = ModuleType(parent)
-            pkg.__path__ = [str(path.parent)]  # type: ignore[attr-defined]
+            pkg.__path__ = [str(path.parent)]
             sys.modules[parent] = pkg
     spec = importlib.util.spec_from_file_location(modname, path)
     if spec is None or spec.loader is None:

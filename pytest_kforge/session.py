@@ -1,4 +1,4 @@
-"""State of one kforge pytest run: what was selected, the input cache, the results, the JSON.
+"""State of one kforge pytest run: what was selected, its trial inputs, the results, the JSON.
 
 One :class:`KforgeSession` lives in ``config.stash[SESSION_KEY]``; the generated tests, the
 benchmark glue and other helpers' plugins reach it through the ``kforge_session`` fixture.
@@ -13,12 +13,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from .config import KforgeConfig
 from .errors import KforgeError, UnknownKernelError
 from .registry import Kernel, Registry, Version
-from .spec import Roofline, TrialConfig, inputs_to
+from .results import CorrectnessRecord, RunResults, TrialResult
+from .spec import Roofline, TrialConfig
+from .trialinputs import TrialInputs
 
-__all__ = ["Selection", "KforgeSession", "parse_kernel_arg", "select"]
+__all__ = ["SESSION_KEY", "Selection", "KforgeSession", "parse_kernel_arg", "select"]
 
 
 @dataclasses.dataclass
@@ -95,9 +99,9 @@ class KforgeSession:
         self.bench = bench
         self.json_path = json_path
         self.started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-        self.results: list[dict[str, Any]] = []
-        self.correctness: list[dict[str, Any]] = []
-        self._inputs: dict[tuple[str, str, str], tuple[TrialConfig, dict[str, Any]]] = {}
+        self.results: list[TrialResult] = []
+        self.correctness: list[CorrectnessRecord] = []
+        self._inputs: TrialInputs | None = None
         #: nodeid -> ("correctness" | "fuzz" | "trial", version)
         self.kinds: dict[str, tuple[str, str]] = {}
         self.outcomes: dict[str, dict[str, int]] = {}
@@ -108,75 +112,48 @@ class KforgeSession:
         return self.device.startswith("cuda")
 
     # ---- inputs ----------------------------------------------------------------------------------
-    def trial_inputs(self, trial: TrialConfig,
-                     host: Mapping[str, Any] | None = None) -> tuple[TrialConfig, dict[str, Any]]:
-        """Inputs of ``trial`` on the run's device, built once per run (shared by all versions), from
-        ``host`` when given (the same inputs made on the host: only the copy is left to do).
-
-        Returns the trial actually used (it differs when a shrink for memory happened before).
-        """
-        key = self._key(trial)
-        if key not in self._inputs:
-            inputs = inputs_to(host, self.device) if host is not None else self.make_trial_inputs(trial, self.device)
-            self._inputs[key] = (trial, inputs)
-        return self._inputs[key]
-
-    def make_trial_inputs(self, trial: TrialConfig, device: str) -> dict[str, Any]:
-        """Fresh inputs of ``trial`` with the run's seed on ``device`` (``"cpu"``: drawn outside a GPU lock)."""
-        assert self.selection is not None
-        return self.selection.kernel.spec.make_inputs(trial.params, seed=self.seed, device=device)
-
-    def has_trial_inputs(self, trial: TrialConfig) -> bool:
-        """Whether :meth:`trial_inputs` would return inputs already built."""
-        return self._key(trial) in self._inputs
-
-    def trial_in_use(self, trial: TrialConfig) -> TrialConfig:
-        """The config :meth:`trial_inputs` would use for ``trial`` (a remembered shrink), building nothing."""
-        return self._inputs.get(self._key(trial), (trial, None))[0]
-
-    def remember_shrunk(self, original: TrialConfig, shrunk: TrialConfig, inputs: dict[str, Any]) -> None:
-        """Make later versions use the shrunk config directly (and the same inputs)."""
-        self._inputs[self._key(original)] = (shrunk, inputs)
-
-    def drop_inputs(self, trial: TrialConfig) -> None:
-        self._inputs.pop(self._key(trial), None)
-
-    def _key(self, trial: TrialConfig) -> tuple[str, str, str]:
-        assert self.selection is not None
-        return (self.selection.kernel.name, trial.id, self.device)
+    @property
+    def inputs(self) -> TrialInputs:
+        """The run's trial inputs (built once per trial config, shared by all versions): :mod:`.trialinputs`."""
+        if self._inputs is None:
+            if self.selection is None:
+                raise KforgeError("this pytest run has no kforge selection; pass --kernel NAME to build trial inputs")
+            self._inputs = TrialInputs(self.selection.kernel.spec, seed=self.seed, device=self.device)
+        return self._inputs
 
     # ---- results ---------------------------------------------------------------------------------
-    def add_result(self, result: Mapping[str, Any]) -> None:
-        self.results.append(dict(result))
+    def add_result(self, result: TrialResult) -> None:
+        self.results.append(result)
         if self.json_path is not None:  # survives a run killed before sessionfinish (pytest_kforge.journal)
             from .journal import append
 
-            append(self.json_path, result, self._meta())
+            append(self.json_path, result.to_json(), self._meta())
 
     def add_correctness(self, version: str, nodeid: str, passed: bool, message: str) -> None:
-        self.correctness.append({"version": version, "test": nodeid, "passed": passed, "message": message})
+        self.correctness.append(CorrectnessRecord(version, nodeid, passed, message))
 
     def _meta(self) -> dict[str, Any]:
         """The run's identity, in the results JSON and in each journal line."""
         return {"kernel": self.selection.kernel.name if self.selection else None, "device": self.device,
                 "seed": self.seed, "started": self.started}
 
-    def payload(self) -> dict[str, Any]:
+    def run_results(self) -> RunResults:
+        """The run so far as the results JSON's record (:mod:`pytest_kforge.results`)."""
         from .gpuinfo import gpu_name
 
         meta = self._meta()
-        return {  # key order as written before the journal existed: kernel, gpu, device, seed, started
-            "kernel": meta["kernel"],
-            "gpu": gpu_name() if self.on_gpu else None,
-            **meta,
-            "roofline": {"tbs": self.roofline.bandwidth_bytes_per_s / 1e12,
-                         "tflops": self.roofline.flops_per_s / 1e12},
-            "results": self.results,
-            "correctness": self.correctness,
-        }
+        return RunResults(kernel=meta["kernel"], gpu=gpu_name() if self.on_gpu else None, device=self.device,
+                          seed=self.seed, started=self.started,
+                          roofline={"tbs": self.roofline.bandwidth_bytes_per_s / 1e12,
+                                    "tflops": self.roofline.flops_per_s / 1e12},
+                          results=list(self.results), correctness=list(self.correctness))
+
+    def payload(self) -> dict[str, Any]:
+        """The results JSON's content (``run_results().to_json()``), which ``pytest_kforge_write_json`` may edit."""
+        return self.run_results().to_json()
 
     def write_json(self, payload: Mapping[str, Any] | None = None) -> Path | None:
-        """Write the results JSON (schema in the project brief) to ``--kforge-json`` atomically."""
+        """Write the results JSON (:class:`~pytest_kforge.results.RunResults`) to ``--kforge-json`` atomically."""
         if self.json_path is None:
             return None
         from .fsutil import atomic_write_text
@@ -214,3 +191,7 @@ class KforgeSession:
                 why += f" | {len(reasons) - 3} more reasons (-rs lists every skip)"
             line += f"; skipped {skipped}: {why}"
         return line
+
+
+#: where the plugin keeps the run's session (``config.stash[SESSION_KEY]``)
+SESSION_KEY = pytest.StashKey[KforgeSession]()

@@ -55,6 +55,10 @@ class TrialConfig:
         return "-".join([self.name, *(f"{k}{v}" for k, v in self.params.items())])
 
     def with_params(self, note: str = "", **changes: int) -> TrialConfig:
+        return self.replaced(changes, note=note)
+
+    def replaced(self, changes: Mapping[str, int], *, note: str = "") -> TrialConfig:
+        """This config with ``changes`` to its params (``with_params`` for a mapping of them)."""
         params = dict(self.params)
         params.update(changes)
         return TrialConfig(self.name, params, note=note or self.note)

@@ -4,7 +4,8 @@ On CUDA (:class:`CudaClock`) every round is::
 
     synchronize; host t0                              -> the device is idle
     flush L2 (write a buffer of 2x the L2 size)       -> no round reads a warm cache
-    spin kernel (torch.cuda._sleep) sized to 2x the host launch time, so host launch overhead stays off the device timeline; host_us is reported separately
+    spin kernel (torch.cuda._sleep) sized to 2x the host launch time, so host launch overhead stays off the device
+    timeline; host_us is reported separately
     start event; launch(); end event                  -> device time = start.elapsed_time(end)
     end.synchronize()                                 -> the timed stream is done
     torch.cuda.synchronize(); host t1                 -> "residual": time other streams still needed

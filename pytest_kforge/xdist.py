@@ -35,12 +35,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import types
 from collections.abc import Mapping
 from typing import Any
 
 import pytest
 
+from .benchadapter import add_to_session
+from .benchadapter import entry_for as benchmark_entry
 from .gpushare import ENV_PINNED, ENV_SHARE, gpu_lock, section_summary, visible_ids
 
 __all__ = ["detect_gpus", "parallel_args", "gpu_lock", "kforge_store", "benchmark_entry",
@@ -91,32 +92,29 @@ def parallel_args(n_gpus: int) -> list[str]:
 
 
 # ---- the seam with the core harness ----------------------------------------------------------
-def kforge_store(config: pytest.Config) -> tuple[list[dict[str, Any]], list[dict[str, Any]], Any]:
+def kforge_store(config: pytest.Config) -> tuple[list[Any], list[Any], Any]:
     """``(results, correctness, session)``: the lists the core harness appends to, by reference.
 
-    The one place that knows where the core keeps them: ``config.stash[SESSION_KEY]`` (a
-    ``KforgeSession`` with ``.results``, ``.correctness``, ``.payload()``, ``.write_json()``) from
-    ``pytest_kforge.plugin`` or ``pytest_kforge.session``; else ``config.stash[RESULTS_KEY]`` (a
-    list of result dicts); else ``config._kforge_results`` / ``config._kforge_correctness``
-    (created empty; tests and simple harnesses append there; ``config._kforge_meta`` holds the
-    top-level JSON fields).
+    The one place that knows where the core keeps them: the run's ``KforgeSession``
+    (``config.stash[SESSION_KEY]``, typed records of :mod:`pytest_kforge.results`); without one (a run
+    with no ``--kernel``), ``config._kforge_results`` / ``config._kforge_correctness`` (created empty;
+    simple harnesses append results-JSON dicts there; ``config._kforge_meta`` holds the top-level fields).
     """
-    import importlib
+    from .session import SESSION_KEY
 
-    for modname in ("pytest_kforge.plugin", "pytest_kforge.session"):
-        try:
-            mod = importlib.import_module(modname)
-        except Exception:  # noqa: BLE001 - the core may not be installed / built yet
-            continue
-        key = getattr(mod, "SESSION_KEY", None)
-        session = config.stash.get(key, None) if key is not None else None
-        if session is not None and hasattr(session, "results"):
-            return session.results, session.correctness, session
-        key = getattr(mod, "RESULTS_KEY", None)
-        results = config.stash.get(key, None) if key is not None else None
-        if isinstance(results, list):
-            return results, _attr_list(config, "_kforge_correctness"), None
+    session = config.stash.get(SESSION_KEY, None)
+    if session is not None and session.selection is not None:
+        return session.results, session.correctness, session
     return _attr_list(config, "_kforge_results"), _attr_list(config, "_kforge_correctness"), None
+
+
+def _as_json(rec: Any) -> dict[str, Any]:
+    """A stored record as its results-JSON dict (typed records and plain dicts alike)."""
+    return rec.to_json() if hasattr(rec, "to_json") else dict(rec)
+
+
+def _field(rec: Any, key: str) -> Any:
+    return rec.get(key) if isinstance(rec, Mapping) else getattr(rec, key, None)
 
 
 def _attr_list(config: pytest.Config, name: str) -> list[dict[str, Any]]:
@@ -126,55 +124,12 @@ def _attr_list(config: pytest.Config, name: str) -> list[dict[str, Any]]:
 
 
 def _meta(config: pytest.Config, session: Any) -> dict[str, Any]:
-    if session is not None and hasattr(session, "payload"):
+    if session is not None:
         meta = dict(session.payload())
     else:
         meta = dict(getattr(config, "_kforge_meta", None) or {})
     meta.pop("results", None)
     meta.pop("correctness", None)
-    return meta
-
-
-# ---- pytest-benchmark ------------------------------------------------------------------------
-def benchmark_entry(result: Mapping[str, Any], kernel: str | None = None, test: str | None = None) -> dict[str, Any]:
-    """Names, params and samples under which one kforge result is stored in pytest-benchmark.
-
-    ``fullname`` is the trial test's node id (``test``, or the result's ``"test"``), as in a
-    one-process run, so files saved by xdist runs and by one-process runs compare with each other.
-    Samples come from ``samples_us``; a result without them is stored with its median as the only
-    sample (and says so in ``extra_info``).
-    """
-    trial_id = str(result.get("id") or result.get("trial") or "")
-    version = str(result.get("version") or "")
-    nodeid = test or result.get("test")
-    fullname = str(nodeid) if nodeid else f"kforge::{kernel or 'kernel'}::{version}[{trial_id}]"
-    samples_us = result.get("samples_us")
-    from .bench import EXTRA_INFO_KEYS  # lazily: the controller imports this module at startup
-
-    extra = {k: result.get(k) for k in ("version", "language", "parent", "trial", "id", "correct", *EXTRA_INFO_KEYS)}
-    if not samples_us:
-        samples_us = [result["median_us"]]
-        extra["kforge_samples"] = "median only: the harness sent no samples_us"
-    return {
-        "name": fullname.rsplit("::", 1)[-1],
-        "fullname": fullname,
-        "group": f"{kernel or 'kforge'} {trial_id}".strip(),
-        "param": trial_id,
-        "params": dict(result.get("params") or {}),
-        "extra_info": extra,
-        "samples_s": [float(x) * 1e-6 for x in samples_us],
-    }
-
-
-def _to_benchmark_metadata(entry: Mapping[str, Any], options: Mapping[str, Any]) -> Any:
-    from pytest_benchmark.stats import Metadata
-
-    fixture = types.SimpleNamespace(name=entry["name"], fullname=entry["fullname"], group=entry["group"],
-                                    param=entry["param"], params=entry["params"], extra_info=entry["extra_info"],
-                                    cprofile_stats=None, has_error=False)
-    meta = Metadata(fixture, iterations=1, options=dict(options))
-    for s in entry["samples_s"]:
-        meta.update(s)
     return meta
 
 
@@ -272,8 +227,9 @@ class _Worker:
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self) -> None:
         results, correctness, session = kforge_store(self.config)
-        tests = self.tests if len(self.tests) == len(results) else [r.get("test") for r in results]
-        payload = {"results": results, "tests": tests, "correctness": correctness,
+        tests = self.tests if len(self.tests) == len(results) else [_field(r, "test") for r in results]
+        payload = {"results": [_as_json(r) for r in results], "tests": tests,
+                   "correctness": [_as_json(c) for c in correctness],
                    "meta": _meta(self.config, session), "gpu": os.environ.get(ENV_PINNED),
                    "sections": section_summary()}
         self.config.workeroutput[OUTPUT_KEY] = json.dumps(payload, default=str)  # type: ignore[attr-defined]
@@ -324,9 +280,9 @@ class _Controller:
         if not self.order:
             self.order = {nid: i for i, nid in enumerate(ids)}
 
-    def _sort_key(self, rec: Mapping[str, Any]) -> tuple[int, str, str, str]:
-        nid = str(rec.get("test") or self.test_of.get(id(rec)) or "")
-        return (self.order.get(nid, len(self.order)), nid, str(rec.get("version")), str(rec.get("id")))
+    def _sort_key(self, rec: Any) -> tuple[int, str, str, str]:
+        nid = str(_field(rec, "test") or self.test_of.get(id(rec)) or "")
+        return (self.order.get(nid, len(self.order)), nid, str(_field(rec, "version")), str(_field(rec, "id")))
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
@@ -338,14 +294,19 @@ class _Controller:
                                  "the worker sent no kforge results (crashed?)")}
             return
         payload = json.loads(raw)
-        results, correctness, _session = kforge_store(self.config)
+        results, correctness, session = kforge_store(self.config)
+        if session is not None:  # the core keeps typed records (pytest_kforge.results)
+            from .results import CorrectnessRecord, TrialResult
+
+            payload["results"] = [TrialResult.from_json(r) for r in payload["results"]]
+            payload["correctness"] = [CorrectnessRecord.from_json(c) for c in payload["correctness"]]
         tests = payload.get("tests") or [None] * len(payload["results"])
         self.test_of.update((id(rec), nid) for rec, nid in zip(payload["results"], tests))
         results.extend(payload["results"])
         # the core records correctness from test reports, which xdist also replays on the controller:
         # keep one record per test
-        have = {rec.get("test") for rec in correctness}
-        correctness.extend(rec for rec in payload["correctness"] if rec.get("test") not in have)
+        have = {_field(rec, "test") for rec in correctness}
+        correctness.extend(rec for rec in payload["correctness"] if _field(rec, "test") not in have)
         results.sort(key=self._sort_key)  # in place: the core's lists are shared by reference
         correctness.sort(key=self._sort_key)
         for key, val in payload["meta"].items():
@@ -359,18 +320,11 @@ class _Controller:
             self.workers[wid]["gpu_sections"] = payload["sections"]
         self._feed_benchmark(payload["results"])
 
-    def _feed_benchmark(self, results: list[dict[str, Any]]) -> None:
+    def _feed_benchmark(self, results: list[Any]) -> None:
         """Give pytest-benchmark the timings before its own sessionfinish saves/compares them."""
-        bs = getattr(self.config, "_benchmarksession", None)
-        if bs is None:
-            return
-        options = {"timer": "kforge device timer (CUDA events)", "disable_gc": False, "warmup": False,
-                   "min_rounds": 1, "max_time": 0, "min_time": 0}
-        for res in results:
-            if res.get("median_us") is None:  # not timed (skipped, contract problem); as in one process
-                continue
-            entry = benchmark_entry(res, self.meta.get("kernel"), self.test_of.get(id(res)))
-            bs.benchmarks.append(_to_benchmark_metadata(entry, {**options, "min_rounds": len(entry["samples_s"])}))
+        timed = [r for r in results if _field(r, "median_us") is not None]  # as in one process: not the untimed
+        add_to_session(self.config, [benchmark_entry(r, self.meta.get("kernel"), self.test_of.get(id(r)))
+                                     for r in timed])
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_kforge_write_json(self, config: pytest.Config, session: Any, payload: dict[str, Any]) -> None:
@@ -385,7 +339,8 @@ class _Controller:
         if session is not None:
             return  # the core's own sessionfinish wrote the JSON (see pytest_kforge_write_json)
         payload = {**_meta(self.config, session), **{k: v for k, v in self.meta.items() if v is not None}}
-        payload.update(results=results, correctness=correctness, workers=self.workers)
+        payload.update(results=[_as_json(r) for r in results], correctness=[_as_json(c) for c in correctness],
+                       workers=self.workers)
         path = self.config.getoption("kforge_json", None)
         if path:
             from .fsutil import atomic_write_text

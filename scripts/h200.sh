@@ -36,8 +36,9 @@
 # or let it slice: VERSIONS=part:K/N (part 1: v0 + the cuTile line; 2..N: the rest in equal slices).
 # Run 27 (72 versions, one loan): part:1/4 with WORKERS=12 took 107 s (the cuTile versions compile in their prepare,
 # outside the GPU lock, since run 26), parts 2/4..4/4 (20 CuTe versions each) 233-260 s with WORKERS=16; the
-# devlog table is then rendered from all four JSONs:
-#   python -m pytest_kforge.devlog best --from-json suite-all-v0-v11.json suite-all-<...>.json ...
+# best record (docs/kernels/mla/best.json) and the devlog table are then computed from all four JSONs:
+#   python -m pytest_kforge.devlog best --from-json suite-all-v0-v11.json suite-all-<...>.json ... \
+#       --best-json docs/kernels/mla/best.json --devlog docs/kernels/mla.md
 # Before the first part, compile every CuTe version's paths locally (no GPU; run 24 lost three versions to a host
 # error only the sm80 kinds reached): python kernels/mla/_cute_compilecheck.py --prepare all
 # Each part writes suite-all-<first>-<last>.json/.log; when the cap cuts a suite the log names the

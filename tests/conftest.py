@@ -13,7 +13,7 @@ def isolated_kernels() -> Iterator[None]:
 
     Use it for a whole module with ``pytestmark = pytest.mark.usefixtures("isolated_kernels")``.
     """
-    from pytest_kforge.orchestrate.fakes import isolated_kernel_modules
+    from kforge_fakes import isolated_kernel_modules
 
     with isolated_kernel_modules():
         yield

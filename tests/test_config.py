@@ -34,7 +34,8 @@ def test_kforge_toml_wins(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("body", "message"), [
-    ("[tool.kforge]\nround = 5\n", "unknown key 'round'; known keys are clock_guard_pct, clock_witness_ms, default_kernel, fuzz_examples, kernels_dir"),
+    ("[tool.kforge]\nround = 5\n", "unknown key 'round'; known keys are clock_guard_pct, clock_witness_ms, "
+                                   "default_kernel, fuzz_examples, kernels_dir"),
     ("[tool.kforge]\nrounds = \"many\"\n", "rounds must be a int, got str 'many'"),
     ("[tool.kforge]\nrounds = 0\n", "rounds must be positive, got 0"),
     ("[tool.kforge]\nwarmup = -1\n", "warmup must be 0 or more, got -1"),

@@ -115,29 +115,21 @@ def test_inputs_are_made_on_the_host_before_the_gpu_section(monkeypatch) -> None
 def test_a_trial_makes_its_inputs_and_the_recheck_inputs_before_the_gpu_section(monkeypatch) -> None:
     from pytest_kforge import bench
     from pytest_kforge.spec import TrialConfig
+    from pytest_kforge.trialinputs import TrialInputs
 
     v0 = Registry(KERNELS).kernel("softmax").version("v0")
     calls = _section_probe(monkeypatch, bench, v0.spec)
     got = []
-    monkeypatch.setattr(bench, "_run_trial", lambda version, trial, ks, host: got.append(host) or ({}, None))
+    monkeypatch.setattr(bench, "_run_trial", lambda version, trial, ks, source, host: got.append(host) or ({}, None))
     trial = TrialConfig(name="t", params={"rows": 4, "cols": 64})
 
     class KS:
-        seed, device, cached = 3, "cpu", False
-
-        def trial_in_use(self, t):
-            return t
-
-        def has_trial_inputs(self, t):
-            return self.cached
-
-        def make_trial_inputs(self, t, device):
-            return v0.spec.make_inputs(t.params, seed=self.seed, device=device)
+        inputs = TrialInputs(v0.spec, seed=3, device="cpu")
 
     ks = KS()
     bench.run_trial(v0, trial, ks)
-    ks.cached = True  # a later version in the same process: only the re-check's inputs are new
-    bench.run_trial(v0, trial, ks)
+    ks.inputs.prepare(v0, trial, got[0])  # the section's build, from the host draw (no new values drawn)
+    bench.run_trial(v0, trial, ks)  # a later version in the same process: only the re-check's inputs are new
     assert calls == [("cpu", False)] * 3
     assert got[0].trial is not None and got[1].trial is None and got[0].fresh["x"].shape == (4, 64)
     assert got[0].for_params({"rows": 4, "cols": 64}) is got[0]

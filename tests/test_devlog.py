@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_kforge.devlog import best_rows, main, render_best
+from pytest_kforge.best import compute, load_best
+from pytest_kforge.devlog import main, render_best
+from pytest_kforge.results import TrialResult
 
 
 def _row(version: str, trial: str, us: float, pct: float, correct: bool = True, error: str | None = None) -> dict:
@@ -15,19 +17,45 @@ def _row(version: str, trial: str, us: float, pct: float, correct: bool = True, 
             "pct_floor": pct, "spread_pct": 1.0, "note": "", "correct": correct, "error": error}
 
 
+def _rows(*rows: dict) -> list[TrialResult]:
+    return [TrialResult.from_json(r) for r in rows]
+
+
 def test_best_first_and_failures_left_out() -> None:
-    rows = best_rows([_row("v0", "decode", 2000, 2), _row("v0", "spec", 17000, 4),
-                      _row("v3", "decode", 100, 45), _row("v3", "spec", 1200, 60),
-                      _row("v9", "decode", 10, 99, correct=False), _row("v8", "spec", 5, 99, error="below floor")])
-    assert [r["version"] for r in rows] == ["v3", "v0"]
-    text = render_best(rows, gpu="NVIDIA H200", command="pytest --kernel mla")
-    assert text.splitlines()[2].startswith("| v3 | torch | 100.0 | 1200.0 |")
-    assert "v9" not in text and "v8" not in text
+    record = compute("mla", _rows(_row("v0", "decode", 2000, 2), _row("v0", "spec", 17000, 4),
+                                  _row("v3", "decode", 100, 45), _row("v3", "spec", 1200, 60),
+                                  _row("v9", "decode", 10, 99, correct=False),
+                                  _row("v8", "spec", 5, 99, error="below floor")), ["decode", "spec"],
+                     gpu="NVIDIA H200", command="pytest --kernel mla")
+    assert [r["version"] for r in record.rows] == ["v3", "v0"] and record.best == "v3"
+    text = render_best(record)
+    assert text.splitlines()[2].startswith("| v3 | torch | 100.0 | 1200.0 | 1300.0 |")
+    assert "v9" not in text and "v8" not in text and "Best: **v3**" in text and record.rule in text
 
 
 def test_one_trial_only_ranks_below_a_version_with_both() -> None:
-    rows = best_rows([_row("v1", "decode", 50, 90), _row("v2", "decode", 60, 80), _row("v2", "spec", 900, 80)])
-    assert [r["version"] for r in rows] == ["v2", "v1"]
+    record = compute("mla", _rows(_row("v1", "decode", 50, 90), _row("v2", "decode", 60, 80),
+                                  _row("v2", "spec", 900, 80)), ["decode", "spec"])
+    assert [r["version"] for r in record.rows] == ["v2", "v1"] and record.best == "v2"
+    assert record.per_trial == {"decode": {"version": "v1", "median_us": 50}, "spec": {"version": "v2",
+                                                                                      "median_us": 900}}
+
+
+def test_overall_is_the_lowest_sum_of_medians_not_the_mean_percent_of_floor() -> None:
+    """Run 27's case: v57_cute has the higher mean % of floor, v59_cute the lower decode + spec time."""
+    record = compute("mla", _rows(_row("v57", "decode", 74.2, 62.3), _row("v57", "spec", 850.8, 86.9),
+                                  _row("v59", "decode", 75.4, 61.3), _row("v59", "spec", 846.6, 87.3)),
+                     ["decode", "spec"])
+    assert record.best == "v59" and record.per_trial["decode"]["version"] == "v57"
+
+
+def test_render_rewrites_the_table_from_a_record_alone(tmp_path: Path) -> None:
+    record = compute("mla", _rows(_row("v3", "decode", 100, 45), _row("v3", "spec", 1200, 60)), ["decode", "spec"])
+    record.write(tmp_path / "best.json")
+    log = tmp_path / "mla.md"
+    log.write_text("<!-- kforge:best:start -->\nstale\n<!-- kforge:best:end -->\n")
+    assert main(["render", "--best-json", str(tmp_path / "best.json"), "--devlog", str(log)]) == 0
+    assert render_best(load_best(tmp_path / "best.json")) in log.read_text()
 
 
 def test_cli_writes_the_block_and_keeps_the_rest(tmp_path: Path) -> None:

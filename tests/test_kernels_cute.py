@@ -101,7 +101,7 @@ def test_selfcheck_fuzz_covers_the_contract() -> None:
     hs = {h for _, _, h, _, _ in sc.FUZZ}
     assert hs == set(HS)
     assert {s for _, s, _, _, _ in sc.FUZZ} >= {1, 16}
-    for b, s, _, lens, cfg in sc.FUZZ:
+    for b, s, _, lens, _cfg in sc.FUZZ:
         assert len(lens) == b and min(lens) >= s
     all_lens = [t for *_, lens, _ in sc.FUZZ for t in lens]
     assert any(t % 64 for t in all_lens) and max(all_lens) > 4096

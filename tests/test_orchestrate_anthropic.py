@@ -14,7 +14,7 @@ from pytest_kforge import contracts as C  # noqa: E402
 from pytest_kforge.orchestrate.agents.anthropic_backend import (  # noqa: E402
     AnthropicDesigner, AnthropicProfiler, cost_usd, make_client)
 from pytest_kforge.orchestrate.agents.base import AgentContext, AgentContractError  # noqa: E402
-from pytest_kforge.orchestrate.fakes import make_toy_project  # noqa: E402
+from kforge_fakes import make_toy_project  # noqa: E402
 
 DATA = Path(__file__).parent / "data" / "transcripts"
 
@@ -78,7 +78,8 @@ def test_profiler_tool_loop_caching_and_usage(tmp_path: Path) -> None:
                        "cache_creation_input_tokens": 2210, "cache_read_input_tokens": 2210}
     want = (2255 * 3.0 + 2210 * 3.0 * 1.25 + 2210 * 3.0 * 0.1 + 684 * 15.0) / 1e6
     assert c.cost_usd == pytest.approx(want) and cost_usd("claude-sonnet-5-5", c.usage) == pytest.approx(want)
-    assert len(c.exchange["turns"]) == 2 and c.exchange["model"] == "claude-sonnet-5-5" and c.exchange["replies"][0].startswith("## Profile: toy v1")
+    assert len(c.exchange["turns"]) == 2 and c.exchange["model"] == "claude-sonnet-5-5"
+    assert c.exchange["replies"][0].startswith("## Profile: toy v1")
 
 
 def test_retry_on_529_overloaded(tmp_path: Path) -> None:
@@ -149,7 +150,7 @@ def test_loop_with_the_anthropic_backend_records_tokens_per_step(tmp_path: Path)
     """One iteration of the loop through the real SDK: tokens and cost land in each step of state.json."""
     import re
 
-    from pytest_kforge.orchestrate.fakes import FakeSuiteRunner
+    from kforge_fakes import FakeSuiteRunner
     from pytest_kforge.orchestrate.loop import Options, Orchestrator
 
     root = make_toy_project(tmp_path)

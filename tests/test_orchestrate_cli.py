@@ -11,7 +11,7 @@ import pytest
 
 import pytest_kforge.orchestrate.loop as loop
 from pytest_kforge.orchestrate.__main__ import main
-from pytest_kforge.orchestrate.fakes import FakeSuiteRunner, make_toy_project
+from kforge_fakes import FakeSuiteRunner, make_toy_project, write_toy_best
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -27,13 +27,21 @@ def root(tmp_path: Path) -> Path:
     return r
 
 
+def test_the_start_version_is_the_best_record_not_the_devlog_table(root: Path, capsys, monkeypatch) -> None:
+    """Issue 38: the devlog table's first row named v57_cute while the docs named v59_cute; one source now."""
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    write_toy_best(root, "v0")  # the devlog's block still names v1 first, and v1 is the latest
+    assert main(["--kernel", "toy", "--dry-run", "--root", str(root)]) == 0
+    assert "start from: v0 (torch)" in capsys.readouterr().out
+
+
 def test_dry_run_prints_the_plan_without_running_kernels(root: Path, capsys, monkeypatch) -> None:
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     rc = main(["--kernel", "toy", "--dry-run", "--root", str(root), "--goal", "decode<=55us"])
     out = capsys.readouterr().out
     assert rc == 0
     assert "PLAN for toy (dry run: nothing was run on a GPU)" in out
-    assert "start from: v1 (cutile-dsl)" in out  # the devlog's best table names v1
+    assert "start from: v1 (cutile-dsl)" in out  # the best record names v1
     assert "offline designer would write v2: NUM_SPLITS: 4 -> 8 (manual promising tile" in out
     assert "--kernel-version v1,v2" in out and "goals: decode<=55us" in out
     assert not (root / "kernels" / "toy" / "v2.py").exists()
@@ -74,7 +82,7 @@ def test_module_entry_point_runs() -> None:
 def test_offline_run_killed_in_verify_then_resumed_from_the_cli(root: Path, capsys, monkeypatch) -> None:
     """The H200 acceptance scenario with a fake suite: kill during VERIFY, --resume finishes the run."""
     import pytest_kforge.orchestrate.suite as suite
-    from pytest_kforge.orchestrate.fakes import SimulatedKill
+    from kforge_fakes import SimulatedKill
 
     times = {"v1": {"decode": 100.0, "spec": 900.0}, "v2": {"decode": 90.0, "spec": 880.0},
              "v3": {"decode": 90.5, "spec": 879.0}}

@@ -16,7 +16,7 @@ import pytest_kforge.orchestrate.loop as loop
 import pytest_kforge.orchestrate.suite as suite
 from pytest_kforge import contracts as C
 from pytest_kforge.orchestrate.__main__ import main
-from pytest_kforge.orchestrate.fakes import FakeSuiteRunner, make_toy_project
+from kforge_fakes import FakeSuiteRunner, make_toy_project
 
 FAKE = Path(__file__).parent / "data" / "fake_agents" / "fake_agent.py"
 TIMES = {"v1": {"decode": 100.0, "spec": 900.0}, "v2": {"decode": 80.0, "spec": 850.0},

@@ -14,7 +14,7 @@ import pytest_kforge.orchestrate.loop as loop
 import pytest_kforge.orchestrate.suite as suite
 from pytest_kforge import contracts as C
 from pytest_kforge.orchestrate.__main__ import EXIT_REPLAY_DIFFERS, EXIT_STILL_WAITING, main
-from pytest_kforge.orchestrate.fakes import TOY_V1, FakeSuiteRunner, make_toy_project
+from kforge_fakes import TOY_V1, FakeSuiteRunner, make_toy_project
 
 TIMES = {"v1": {"decode": 100.0, "spec": 900.0}, "v2": {"decode": 80.0, "spec": 850.0},
          "v3": {"decode": 85.0, "spec": 1000.0}}

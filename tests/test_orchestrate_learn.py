@@ -20,7 +20,7 @@ from pytest_kforge import contracts as C
 from pytest_kforge.knowledge import KnowledgeBase, parse_trigger
 from pytest_kforge.orchestrate.agents.offline import OfflineDesigner, OfflineProfiler
 from pytest_kforge.orchestrate.evaluate import decide
-from pytest_kforge.orchestrate.fakes import FakeSuiteRunner, make_toy_project
+from kforge_fakes import FakeSuiteRunner, make_toy_project
 from pytest_kforge.orchestrate.learn import devlog_entry, learn, narrowed_triggers, satisfiable
 from pytest_kforge.orchestrate.loop import Options, Orchestrator
 from pytest_kforge.orchestrate.strategy import pick_entries

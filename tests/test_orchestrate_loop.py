@@ -11,7 +11,7 @@ import pytest
 from pytest_kforge import contracts as C
 from pytest_kforge.fsutil import LockTimeout, file_lock
 from pytest_kforge.orchestrate.agents.replay import ReplayDesigner, ReplayProfiler
-from pytest_kforge.orchestrate.fakes import FakeSuiteRunner, SimulatedKill, make_toy_project
+from kforge_fakes import FakeSuiteRunner, SimulatedKill, make_toy_project
 from pytest_kforge.orchestrate.loop import Options, Orchestrator, StepFailed
 from pytest_kforge.orchestrate.state import RunState
 from pytest_kforge.orchestrate.summary import summary_rows, write_summary

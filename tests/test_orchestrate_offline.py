@@ -12,7 +12,7 @@ from pytest_kforge import contracts as C
 from pytest_kforge.knowledge import KnowledgeBase
 from pytest_kforge.orchestrate.agents.base import AgentContext, DesignImpossible
 from pytest_kforge.orchestrate.agents.offline import OfflineDesigner, OfflineProfiler, propose_config
-from pytest_kforge.orchestrate.fakes import FakeSuiteRunner, make_toy_project
+from kforge_fakes import FakeSuiteRunner, make_toy_project
 from pytest_kforge.orchestrate.loop import Options, Orchestrator
 from pytest_kforge.registry import Registry
 
@@ -153,7 +153,8 @@ def test_offline_run_learns(tmp_path: Path, v1_splits: int, v2_times: dict, kind
         orch.step_learn(1, "1:LEARN")
         assert (root / "docs" / "kernels" / "toy.md").read_text() == devlog
         assert len(kb.get("split-kv").evidence_rows("local")) == 2
-    assert devlog.count("### v2 (cutile-dsl, from v1)") == 1 and "**Prediction:** expected Split the KV sequence across CTAs: 25% gain; measured decode" in devlog
+    assert devlog.count("### v2 (cutile-dsl, from v1)") == 1
+    assert "**Prediction:** expected Split the KV sequence across CTAs: 25% gain; measured decode" in devlog
 
 
 def test_next_version_name_follows_the_design_languages_line(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ import pytest
 
 import pytest_kforge.orchestrate.loop as loop
 from pytest_kforge.orchestrate.__main__ import EXIT_REPLAY_DIFFERS, main
-from pytest_kforge.orchestrate.fakes import make_toy_project
+from kforge_fakes import make_toy_project
 from pytest_kforge.orchestrate.replayrun import load_source, replayed_iterations
 from pytest_kforge.orchestrate.state import read_json
 

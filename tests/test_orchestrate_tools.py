@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from pytest_kforge.orchestrate.agents.base import AgentContext
-from pytest_kforge.orchestrate.fakes import FakeSuiteRunner, make_toy_project
+from kforge_fakes import FakeSuiteRunner, make_toy_project
 from pytest_kforge.orchestrate.tools import TOOL_SCHEMAS, Toolbox
 
 

@@ -23,9 +23,11 @@ def _csv(*rows: str) -> str:
 
 
 def test_render_puts_each_kernel_in_a_column_and_ranks_stalls() -> None:
-    ours = parse_raw_csv(_csv('"0","kernel_cutlass_kernel_mla(int)","(1024,1,1)","(384,1,1)","866560","168","0.5","2.5","0","12"'))
+    ours = parse_raw_csv(_csv('"0","kernel_cutlass_kernel_mla(int)","(1024,1,1)","(384,1,1)","866560","168","0.5","2.5",'
+                              '"0","12"'))
     peer = parse_raw_csv(_csv(
-        '"0","void sm90::flash_fwd_splitkv_mla_kernel<Traits<bf16>, 1>(Params)","(128,1,1)","(256,1,1)","823000","240","1.5","0.25","0","9"',
+        '"0","void sm90::flash_fwd_splitkv_mla_kernel<Traits<bf16>, '
+        '1>(Params)","(128,1,1)","(256,1,1)","823000","240","1.5","0.25","0","9"',
         '"1","void smxx::flash_fwd_mla_combine_kernel<bf16>(Params)","(8192,1,1)","(128,1,1)","7700","48","0","0","0","1"'))
     text = render({"v35_cute": ours, "peer:flashmla": peer}, kernel="mla", trial="spec")
     assert "| metric | v35_cute / kernel_cutlass_kernel_mla | peer:flashmla / flash_fwd_splitkv_mla_kernel | " \

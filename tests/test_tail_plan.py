@@ -35,7 +35,7 @@ def test_pieces_cover_the_tail_once_with_consistent_slots(n_tiles: int, pages: i
         by_tile[p.tile].append(p)
     if plan.pieces:
         assert sorted(by_tile) == list(range(plan.full, n_tiles))
-    for tile, ps in by_tile.items():
+    for ps in by_tile.values():
         ps.sort(key=lambda p: p.p_begin)
         assert ps[0].p_begin == 0 and ps[-1].p_end == pages
         assert all(a.p_end == b.p_begin for a, b in zip(ps, ps[1:]))  # contiguous, no overlap

@@ -24,8 +24,10 @@ def rules(src: str, **kw) -> list[tuple[int, str]]:
     ("def run(q, k, *, y, config=None):\n    y.copy_(q @ k)\n", "torch-compute"),
     ("def run(q, k, *, y, config=None):\n    y.copy_(q.matmul(k))\n", "torch-compute"),
     ("from torch import einsum as E\ndef run(q, k, *, y, config=None):\n    y.copy_(E('ij,jk->ik', q, k))\n", "torch-compute"),
-    ("import torch.nn.functional as F\ndef run(q, *, y, config=None):\n    y.copy_(F.scaled_dot_product_attention(q, q, q))\n", "torch-attention"),
-    ("from kforge_kernels.mla.spec import SPEC\ndef run(q, *, y, config=None):\n    y.copy_(SPEC.reference({'q': q})['y'])\n", "reference"),
+    ("import torch.nn.functional as F\ndef run(q, *, y, config=None):\n    y.copy_(F.scaled_dot_product_attention(q, "
+     "q, q))\n", "torch-attention"),
+    ("from kforge_kernels.mla.spec import SPEC\ndef run(q, *, y, config=None):\n    y.copy_(SPEC.reference({'q': "
+     "q})['y'])\n", "reference"),
     ("from kforge_kernels.mla import v0\ndef run(q, *, y, config=None):\n    return v0.run(q, y=y)\n", "reference"),
     ("import flashinfer\n", "forbidden-import"),
     ("from flash_mla import flash_mla_with_kvcache\n", "forbidden-import"),
@@ -63,7 +65,8 @@ def test_line_numbers_point_at_the_call():
 
 
 def test_torch_versions_may_compute_with_torch_but_not_cheat():
-    src = "LANGUAGE = 'torch'\nimport torch\n_C = {}\ndef run(x, *, y, config=None):\n    y.copy_(torch.softmax(x, -1))\n    _C[1] = y\n"
+    src = ("LANGUAGE = 'torch'\nimport torch\n_C = {}\ndef run(x, *, y, config=None):\n"
+           "    y.copy_(torch.softmax(x, -1))\n    _C[1] = y\n")
     assert [r for _, r in rules(src)] == ["output-stash"]
 
 
@@ -94,7 +97,8 @@ def test_dsl_kernel_bodies_and_workspace_are_allowed():
 
 
 def test_matmul_off_the_hot_path_is_allowed():
-    src = HEAD + "import torch\ndef selftest(a):\n    return torch.matmul(a, a)\ndef run(x, *, y, config=None):\n    return (y,)\n"
+    src = HEAD + ("import torch\ndef selftest(a):\n    return torch.matmul(a, a)\n"
+                  "def run(x, *, y, config=None):\n    return (y,)\n")
     assert rules(src) == []
 
 

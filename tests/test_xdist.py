@@ -278,7 +278,7 @@ def test_benchmark_entry_names_and_samples() -> None:
     e = benchmark_entry(res, "mla")
     assert e["fullname"] == res["test"] and e["name"] == "test_trial[v2-decode]"
     assert e["group"] == "mla decode-b32" and e["samples_s"] == pytest.approx([49e-6, 50e-6, 60e-6])
-    bare = benchmark_entry({"version": "v2", "id": "decode-b32", "median_us": 50.0}, "mla")
+    bare = benchmark_entry({"version": "v2", "trial": "decode", "id": "decode-b32", "median_us": 50.0}, "mla")
     assert bare["fullname"] == "kforge::mla::v2[decode-b32]" and bare["samples_s"] == pytest.approx([50e-6])
     assert "median only" in bare["extra_info"]["kforge_samples"]
 

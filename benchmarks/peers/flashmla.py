@@ -147,7 +147,7 @@ def prepare(q: Any, kv_cache: Any, block_table: Any, cache_seqlens: Any, softmax
 
 def run(q: Any, kv_cache: Any, block_table: Any, cache_seqlens: Any, softmax_scale: float, *,
         out: Any, lse: Any, config: Mapping[str, Any] | None = None) -> tuple[Any, Any]:
-    o, l = _call(q, kv_cache, block_table, cache_seqlens, softmax_scale)
+    o, lse_values = _call(q, kv_cache, block_table, cache_seqlens, softmax_scale)
     out.copy_(o)
-    lse.copy_(l)
+    lse.copy_(lse_values)
     return out, lse

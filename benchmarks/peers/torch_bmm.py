@@ -15,7 +15,8 @@ Where the paged cache is gathered (``config["gather"]``):
   torch figure of ``shared/reference/anchors-performance.md``; it is not a fair peer.
 
 Math: ``scores = scale * bmm(q, K^T)`` in bf16 (fp32 accumulation, the scale applied before the rounding),
-masked (causal and length) in bf16, then ``torch.softmax`` computing in float32 with a float32 ``P``, rounded to bf16 for ``out = bmm(P,
+masked (causal and length) in bf16, then ``torch.softmax`` computing in float32 with a float32 ``P``, rounded to bf16
+for ``out = bmm(P,
 V)``.  The lse needs no second pass over float32 scores: the softmax's largest entry is
 ``e^(m - m) / sum = 1 / sum``, so ``lse = m - log(max P)`` with ``m`` the row's max score.  (Run 18
 measured the earlier form, which materialised the scores in float32 for scale, mask, ``logsumexp`` and

@@ -17,6 +17,11 @@ threads from the PTX (``_cute_ptxreplay``) and fails if any is off.  The DSL's N
 ptxas (13.0 accepts 9.0) is fed the same text with the version line lowered, which is fine for a
 resource estimate but is not the binary the GPU runs.
 
+Frozen versions (:mod:`pytest_kforge.frozen`): ``--frozen check [--versions all|v1_cute,...] [--jobs N]`` compiles
+every CuTe version's kernels on the default trial shapes and compares their normalised PTX digests (and the cuTile
+versions' device-function ASTs) with ``docs/kernels/mla/frozen.json``; ``--frozen write`` records them (a new
+version, once measured).  CI runs the check.
+
 Before an all-version run, ``--prepare all`` (or ``--prepare v1_cute,v59_cute``) runs every CuTe version's own
 ``prepare`` on the trial and self-check fuzz shapes, so a host-side error on any version's path shows here, not on
 the H200.
@@ -100,9 +105,150 @@ def prepare_versions(names: list[str]) -> int:
     return 1 if bad else 0
 
 
+# ---- frozen versions: digests of what each version runs (pytest_kforge.frozen) ---------------------------
+def _mla_kernel():
+    from pytest_kforge.registry import Registry
+
+    return Registry(ROOT / "kernels").kernel("mla")
+
+
+def cute_digests(names: list[str]) -> dict[str, dict]:
+    """``{version: {"kind": "ptx", "kernels": {label: digest}}}``: every kernel each CuTe version's ``prepare``
+    compiles on the default trial shapes, its PTX normalised (:func:`pytest_kforge.frozen.normalize_ptx`).  A
+    kernel two versions share is compiled once (``_cute_host``'s cache)."""
+    from pytest_kforge.frozen import digest, normalize_ptx
+
+    kernel = _mla_kernel()
+    from kforge_kernels.mla import _cute_host as host
+
+    original = host.compiled
+    touched: list[tuple] = []
+
+    def recording(kind, s, h, stages, direct=False, paired=False):
+        touched.append((kind, s, h, stages, direct, paired))
+        return original(kind, s, h, stages, direct=direct, paired=paired)
+
+    host.compiled = recording
+    out: dict[str, dict] = {}
+    try:
+        for name in names:
+            version = kernel.version(name)
+            kernels: dict[str, str] = {}
+            for trial in kernel.spec.default_trials:
+                touched.clear()
+                version.module.prepare(dict(kernel.spec.trials[trial]))
+                for kind, s, h, stages, direct, paired in dict.fromkeys(touched):
+                    f_main, f_comb, *_ = original(kind, s, h, stages, direct=direct, paired=paired)
+                    label = f"{trial}:{kind}:s{s}:h{h}:stages{stages}" + (":direct" if direct else "") + \
+                        (":paired" if paired else "")
+                    for part, fn in (("main", f_main), ("combine", f_comb)):
+                        if fn is not None:
+                            ptx = getattr(fn, "__ptx__", None)
+                            if not ptx:
+                                raise RuntimeError(f"{name}: {label} kept no PTX; run with KFORGE_CUTE_OPTIONS=--keep-ptx")
+                            kernels[f"{label}:{part}"] = digest(normalize_ptx(ptx))
+            out[name] = {"kind": "ptx", "kernels": kernels}
+            print(f"{name}: {len(kernels)} kernels", file=sys.stderr, flush=True)
+    finally:
+        host.compiled = original
+    return out
+
+
+def cutile_digests(names: list[str]) -> dict[str, dict]:
+    """``{version: {"kind": "source-ast", ...}}`` for cuTile versions: compiling needs ``tileiras``, which a CPU
+    machine has no binary of, so the AST of their device functions is what is frozen here."""
+    from pytest_kforge.frozen import device_function_digests, kernel_folder_modules
+
+    kernel = _mla_kernel()
+    return {n: {"kind": "source-ast", "kernels": device_function_digests(
+        kernel_folder_modules(kernel.version(n).module, "kforge_kernels."))} for n in names}
+
+
+def frozen_versions(arg: str) -> tuple[list[str], list[str]]:
+    """(CuTe, cuTile) versions for ``all`` or a comma list (every version but the torch reference)."""
+    kernel = _mla_kernel()
+    names = kernel.version_names() if arg == "all" else [n for n in arg.split(",") if n]
+    unknown = [n for n in names if n not in kernel.version_names()]
+    if unknown:
+        raise SystemExit(f"--versions: {', '.join(unknown)} not a version of mla; give 'all' or a comma list.")
+    langs = {n: kernel.version(n).language for n in names}
+    return [n for n in names if langs[n] == "cute-dsl"], [n for n in names if langs[n] == "cutile-dsl"]
+
+
+def _toolchain() -> dict[str, str]:
+    import importlib.metadata as md
+
+    return {"arch": os.environ.get("CUTE_DSL_ARCH", ""), "nvidia-cutlass-dsl": md.version("nvidia-cutlass-dsl")}
+
+
+def frozen_main(mode: str, arg: str, jobs: int) -> int:
+    """``--frozen dump|write|check``: digests of the versions (``dump``: JSON on stdout, one worker's share),
+    written into ``docs/kernels/mla/frozen.json`` or checked against it (exit 1 with one line per change)."""
+    os.environ["KFORGE_CUTE_OPTIONS"] = (os.environ.get("KFORGE_CUTE_OPTIONS", "") + " --keep-ptx").strip()
+    here = os.getcwd()
+    with tempfile.TemporaryDirectory(prefix="cute_ptx_") as tmp:
+        os.chdir(tmp)  # --keep-ptx also writes .ptx files into the cwd
+        try:
+            return _frozen(mode, arg, jobs)
+        finally:
+            os.chdir(here)
+
+
+def _frozen(mode: str, arg: str, jobs: int) -> int:
+    import json
+    import subprocess
+
+    from pytest_kforge.frozen import FrozenRecord, compare, frozen_path
+
+    cute, cutile = frozen_versions(arg)
+    if mode == "dump":
+        print(json.dumps(cute_digests(cute)))
+        return 0
+    t0 = time.time()
+    now = cutile_digests(cutile)
+    # contiguous slices: neighbouring versions share kernels, and each worker compiles a shared one once
+    step = -(-len(cute) // max(1, jobs)) if cute else 1
+    slices = [cute[i:i + step] for i in range(0, len(cute), step)]
+    procs = [subprocess.Popen([sys.executable, __file__, "--frozen", "dump", "--versions", ",".join(part)],
+                              stdout=subprocess.PIPE, text=True) for part in slices]
+    for proc in procs:
+        stdout, _ = proc.communicate()
+        if proc.returncode != 0:
+            print(f"--frozen: a compile worker failed (exit {proc.returncode}); its versions are not checked")
+            return 1
+        now.update(json.loads(stdout))
+    path = frozen_path(ROOT, "mla")
+    took = f"{len(now)} versions in {time.time() - t0:.0f} s"
+    if mode == "write":
+        old = FrozenRecord.load(path).versions if path.exists() else {}
+        FrozenRecord("mla", {**old, **now}, _toolchain()).write(path)
+        print(f"--frozen write: {path} ({took})")
+        return 0
+    record = FrozenRecord.load(path)
+    if record.toolchain != _toolchain():
+        print(f"--frozen check: {path} was recorded with {record.toolchain}, this is {_toolchain()}; check with "
+              f"that toolchain (pip install nvidia-cutlass-dsl=={record.toolchain.get('nvidia-cutlass-dsl')})")
+        return 1
+    problems = compare(record.versions, now)
+    for line in problems:
+        print(f"--frozen check: {line}")
+    print(f"--frozen check: {'FAILED' if problems else 'ok'}, {took} ({len(cute)} CuTe by PTX, {len(cutile)} "
+          f"cuTile by device-function AST: cuTile needs tileiras to compile, which this machine lacks)")
+    return 1 if problems else 0
+
+
 def main(argv: list[str]) -> int:
     os.environ.setdefault("CUTE_DSL_ARCH", "sm_90a")
     _package()
+    if argv[:1] == ["--frozen"]:
+        import argparse
+
+        ap = argparse.ArgumentParser(prog="_cute_compilecheck.py --frozen")
+        ap.add_argument("mode", choices=("check", "write", "dump"))
+        ap.add_argument("--versions", default="all")
+        ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+        a = ap.parse_args(argv[1:])
+        return frozen_main(a.mode, a.versions, a.jobs)
     if argv[:1] and argv[0].split("=", 1)[0] == "--prepare":
         args = argv[0].split("=", 1)[1:] + argv[1:]
         if len(args) != 1:

@@ -114,13 +114,13 @@ class KnowledgeBase:
                 continue
             for row in _table_rows(block):
                 name, f = _row_name(row), _row_file(row)
-                e = entries.get(name)
+                found = entries.get(name)
                 if not (self.root / f).is_file():
                     probs.append(f"catalog: row {name!r} points at {f}, which does not exist")
-                elif e is None or e.kind != kind:
+                elif found is None or found.kind != kind:
                     probs.append(f"catalog: row {name!r} in the {kind} table has no {kind} entry of that name")
-                elif row != catalog_row(e):
-                    probs.append(f"catalog: row {name!r} is out of date with {e.rel}; run "
+                elif row != catalog_row(found):
+                    probs.append(f"catalog: row {name!r} is out of date with {found.rel}; run "
                                  f"`python -m pytest_kforge.knowledge sync`")
                 if name in seen:
                     probs.append(f"catalog: entry {name!r} has more than one row")

@@ -36,7 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m pytest_kforge.orchestrate",
                                  description="Turn 'make this kernel faster' into verified, explained versions.")
     ap.add_argument("--kernel", help="kernel folder under kernels/ (e.g. mla)")
-    ap.add_argument("--from", dest="from_version", help="start version (default: best in the devlog, else latest)")
+    ap.add_argument("--from", dest="from_version", help="start version (default: the best in "
+                                                        "docs/kernels/<kernel>/best.json, else the latest)")
     ap.add_argument("--iterations", type=int, default=2, help="loop iterations (default 2)")
     ap.add_argument("--agents", choices=BACKENDS,
                     help="agent backend (default: anthropic if ANTHROPIC_API_KEY is set, else offline)")
@@ -73,6 +74,8 @@ def make_agents(kind: str, *, root: Path, model: str | None, max_retries: int, r
     if kind == "command" and not (agent_cmd or designer_cmd or profiler_cmd):
         raise KforgeError("--agents command needs --agent-cmd '<command line>' (or --designer-cmd / "
                           "--profiler-cmd); see the orchestrator README for Claude Code, Codex and aider")
+    profiler: Any
+    designer: Any
     if kind == "anthropic":
         from .agents.anthropic_backend import AnthropicDesigner, AnthropicProfiler, make_client
 

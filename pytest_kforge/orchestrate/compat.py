@@ -11,12 +11,12 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from pytest_kforge import contracts as _contracts
+
 __all__ = ["contracts", "FALLBACKS", "make_knowledge_base", "run_isolated", "SandboxResult", "PathGuard",
            "PathRefused", "match_fields"]
 
 FALLBACKS: list[str] = []
-
-from pytest_kforge import contracts as _contracts
 
 contracts: ModuleType = _contracts
 

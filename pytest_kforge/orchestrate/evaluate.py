@@ -56,8 +56,13 @@ def parse_goal(text: str) -> Goal:
 
 
 def rows_by_trial(results: Mapping[str, Any], version: str) -> dict[str, dict[str, Any]]:
-    """The trial rows of one version in a suite results JSON, keyed by trial name."""
-    return {r["trial"]: dict(r) for r in results.get("results", []) if r.get("version") == version}
+    """The trial rows of one version in a suite results JSON, keyed by trial name (read through
+    :class:`~pytest_kforge.results.RunResults`, so a malformed file fails here, in one sentence)."""
+    from ..results import RunResults
+
+    if not results:
+        return {}
+    return {r.trial: r.to_json() for r in RunResults.from_json(results).results if r.version == version}
 
 
 def version_correct(results: Mapping[str, Any], version: str) -> tuple[bool, str]:

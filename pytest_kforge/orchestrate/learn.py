@@ -47,20 +47,12 @@ from ..fsutil import atomic_write_text, file_lock
 from .agents.offline import knob_off, knob_serves, parse_change
 
 __all__ = ["kb_call", "learn", "applied_entries", "unique_by_entry", "narrowed_triggers", "satisfiable",
-           "perf_body", "append_devlog_entry", "devlog_entry", "read_block", "best_version_from_devlog"]
+           "perf_body", "append_devlog_entry", "devlog_entry", "read_block"]
 
 
 def read_block(text: str, key: str) -> str:
     m = re.search(rf"<!-- kforge:{key}:start -->(.*?)<!-- kforge:{key}:end -->", text, re.S)
     return m.group(1).strip() if m else ""
-
-
-def best_version_from_devlog(text: str, known: list[str]) -> str | None:
-    """The first version named in the devlog's ``best`` block that exists."""
-    for name in re.findall(r"\b(v\d+(?:_[a-z0-9_]+)?)\b", read_block(text, "best")):
-        if name in known:
-            return name
-    return None
 
 
 def kb_call(kb: Any, method: str, *args: Any, **kwargs: Any) -> str:

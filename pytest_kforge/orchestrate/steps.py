@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..best import best_path, best_version
 from ..errors import KforgeError
 from ..fsutil import atomic_write_text, replace_marked_block
 from . import compat, learn, strategy
@@ -25,7 +26,7 @@ from .state import RunState, json_path
 from .suite import DEFAULT_TRIALS, SuiteRunner, oom_notes
 
 if TYPE_CHECKING:
-    from .loop import Options
+    from .options import Options
 
 __all__ = ["Steps"]
 
@@ -77,9 +78,9 @@ class Steps:
         bases = [b for b in (self.state.dir if self.state else None, self.o.root) if b is not None]
         cands = [Path(path)] if Path(path).is_absolute() else [b / path for b in bases]
         found = next((json_path(c) for c in cands if json_path(c).exists()), None)
-        from ..fsutil import read_text_gz
+        from ..results import load_results
 
-        return json.loads(read_text_gz(found)) if found is not None else None
+        return load_results(found).to_json() if found is not None else None
 
     def _keep_results(self, path: str | None, version: str, i: int) -> str | None:
         """The rows of ``version`` from a results JSON outside the run folder, copied into it
@@ -102,7 +103,9 @@ class Steps:
         names = kernel.version_names()
         text = self.devlog.read_text(encoding="utf-8") if self.devlog.exists() else ""
         if i == 1:
-            current = self.o.from_version or learn.best_version_from_devlog(text, names) or names[-1]
+            # the best record (pytest_kforge.best), the value the devlog table and the READMEs show
+            recorded = best_version(best_path(self.o.root, self.o.kernel), names)
+            current = self.o.from_version or recorded or names[-1]
             if current not in names:
                 raise KforgeError(f"--from {current!r} is not a version of {self.o.kernel}; it has "
                                   f"{', '.join(names)}; pick one of those")
@@ -116,8 +119,9 @@ class Steps:
             trials.append("stress")  # the devlog says the first two configs are not enough
         params = {t: dict(kernel.spec.trials[t]) for t in trials if t in getattr(kernel.spec, "trials", {})}
         rows = rows_by_trial(self._results(results_path) or {}, current)
+        source = f"from {Path(found or results_path).name}" if results_path else "none"
         line = (f"current {current} ({kernel.version(current).language}); devlog "
-                f"{'found' if text else 'missing'}; results {'from ' + Path(found or results_path).name if results_path else 'none'}"
+                f"{'found' if text else 'missing'}; results {source}"
                 + "".join(f"; {t} {r.get('median_us')} us" for t, r in rows.items()))
         out = {"current": current, "current_language": kernel.version(current).language, "results_path": results_path,
                "devlog_overview": learn.read_block(text, "overview")[:2000], "devlog_best": learn.read_block(text, "best"),
@@ -127,6 +131,8 @@ class Steps:
         return out
 
     def _find_results(self, version: str) -> str | None:
+        from ..results import ResultsError, load_results
+
         cands = [Path(self.o.results)] if self.o.results else []
         assert self.o.runs_dir is not None
         found = list(self.o.runs_dir.glob("*/verify-*.json"))
@@ -134,10 +140,10 @@ class Steps:
         cands += sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)
         for p in cands:
             try:
-                data = json.loads(p.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
+                data = load_results(p)
+            except ResultsError:
                 continue
-            if data.get("kernel") == self.o.kernel and rows_by_trial(data, version):
+            if data.kernel == self.o.kernel and any(r.version == version for r in data.results):
                 return str(p)
         return None
 
@@ -362,9 +368,9 @@ class Steps:
                **{f"{t}_pct_floor": r.get("pct_floor") for t, r in new_rows.items()}}
         out = {"decision": d, "goal_lines": glines, "goal_met": met, "current": nxt,
                "current_language": self.ctx["design_language"] if d["kept"] else self.ctx["current_language"],
-               "history": [*self.ctx.get("history", []), row],
+               "history": [*(self.ctx.get("history") or []), row],
                "latest_results": v.get("results_path") or self.ctx.get("latest_results"),
-               "line": d["reason"] + ("".join(f"; goal {g}" for g in glines))}
+               "line": str(d["reason"]) + "".join(f"; goal {g}" for g in glines)}
         if met:
             out["stop"] = f"goal met: {', '.join(self.o.goals)}"
         return out

@@ -10,12 +10,12 @@ reason and the loop goes on.  Tests substitute any object with the same two meth
 from __future__ import annotations
 
 import dataclasses
-import json
 import shlex
 import sys
 from pathlib import Path
 from typing import Any, Protocol
 
+from ..results import ResultsError, load_results
 from . import compat
 
 __all__ = ["DEFAULT_TRIALS", "STRESS_TRIAL_OPTION", "SuiteOutcome", "SuiteRunner", "PytestSuiteRunner",
@@ -112,8 +112,8 @@ class PytestSuiteRunner:
         results = None
         if out_json.exists():
             try:
-                results = json.loads(out_json.read_text(encoding="utf-8"))
-            except ValueError:
+                results = load_results(out_json).to_json()
+            except ResultsError:
                 results = None
         if res.timed_out:
             return SuiteOutcome(False, results, f"suite timed out after {timeout_s:g} s", text, res.wall_s)

@@ -79,11 +79,13 @@ def main(argv: list[str] | None = None) -> int:
     trials = [t.strip() for t in args.trial.split(",")] if args.trial else None
     bench = None
     if args.bench_json:
-        import json
+        from ..results import ResultsError, load_results
 
-        results = json.loads(Path(args.bench_json).read_text(encoding="utf-8")).get("results", [])
-        bench = {r["trial"]: float(r["median_us"]) for r in results
-                 if r.get("version") == args.kversion and r.get("median_us")}
+        try:
+            results = load_results(args.bench_json).results
+        except ResultsError as exc:
+            ap.error(f"--bench-json: {exc}")
+        bench = {r.trial: float(r.median_us) for r in results if r.version == args.kversion and r.median_us}
     outcomes = profile_version(args.kernel, args.kversion, trials, root=args.root, reports_dir=args.out,
                                ncu=args.ncu, timeout_s=args.timeout, baseline=args.baseline,
                                from_csv=args.from_csv, update_devlog=not args.no_devlog, bench_us=bench)

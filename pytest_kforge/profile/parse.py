@@ -85,7 +85,7 @@ def parse_raw_csv(text: str) -> list[KernelRecord]:
 
 def _import_ncu_report():
     try:
-        import ncu_report  # type: ignore[import-not-found]
+        import ncu_report
 
         return ncu_report
     except ImportError:
@@ -96,7 +96,7 @@ def _import_ncu_report():
         if extras.is_dir():
             sys.path.append(str(extras))
             try:
-                import ncu_report  # type: ignore[import-not-found]
+                import ncu_report
 
                 return ncu_report
             except ImportError:

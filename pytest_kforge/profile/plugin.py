@@ -59,7 +59,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def _session(config: pytest.Config) -> Any:
     try:
-        from pytest_kforge.plugin import SESSION_KEY
+        from pytest_kforge.session import SESSION_KEY
     except ImportError:
         return None
     return config.stash.get(SESSION_KEY, None)
@@ -100,8 +100,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     sel = ks.selection
     params = {t.name: dict(t.params) for t in sel.trials}
     for version, trials in todo:
-        bench = {r["trial"]: r["median_us"] for r in getattr(ks, "results", [])
-                 if r.get("version") == version and r.get("median_us")}
+        bench = {r.trial: r.median_us for r in ks.results if r.version == version and r.median_us}
         outcomes = profile_version(sel.kernel.name, version, trials, root=config.rootpath,
                                    kernels_dir=sel.kernel.path.parent, ncu=config.getoption("kforge_ncu"),
                                    timeout_s=config.getoption("kforge_ncu_timeout"),

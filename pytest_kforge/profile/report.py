@@ -98,7 +98,7 @@ def knowledge_opportunities(metrics: Mapping[str, float], *, kernel_tags: Sequen
     from pytest_kforge.contracts import Opportunity
 
     try:
-        from pytest_kforge.knowledge import KnowledgeBase  # type: ignore[import-not-found]
+        from pytest_kforge.knowledge import KnowledgeBase
     except ImportError as exc:
         return [], [f"no opportunities: the knowledge base module is not importable ({exc}); "
                     f"install pytest_kforge.knowledge to get ranked opportunities"]

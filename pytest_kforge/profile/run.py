@@ -96,7 +96,7 @@ def profile_version(kernel: str, version: str, trials: Sequence[str] | None = No
             out.fault = str(exc.args[0])
             continue
         p = dict(params[trial]) if params and trial in params else dict(tc.params)
-        extra: dict[str, Any] = {"trial_id": tc.with_params(**p).id}
+        extra: dict[str, Any] = {"trial_id": tc.replaced(p).id}
         if from_csv is not None:
             csv_path = _find_csv(Path(from_csv), version, trial)
             if csv_path is None:

@@ -58,7 +58,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def _selection(config: pytest.Config) -> Any:
     try:
-        from ..plugin import SESSION_KEY
+        from ..session import SESSION_KEY
     except ImportError:  # pragma: no cover - the harness core is not installed
         return None
     ks = config.stash.get(SESSION_KEY, None)

@@ -29,6 +29,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+from typing import IO
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -116,7 +117,7 @@ def _kill_group(pgid: int) -> None:
         pass
 
 
-def _read_tail(fh: tempfile._TemporaryFileWrapper, max_chars: int | None = MAX_OUTPUT_CHARS) -> str:  # type: ignore[type-arg]
+def _read_tail(fh: IO[bytes], max_chars: int | None = MAX_OUTPUT_CHARS) -> str:
     fh.flush()
     size = fh.seek(0, os.SEEK_END)
     fh.seek(0 if max_chars is None else max(0, size - max_chars * 2))

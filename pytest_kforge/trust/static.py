@@ -116,7 +116,8 @@ class _Checker(ast.NodeVisitor):
                 self.add(node, "forbidden-import", mod, _FORBIDDEN_IMPORTS[top].format(m=mod))
             last = mod.rsplit(".", 1)[-1]
             if self.dsl and (mod.startswith("kforge_kernels") or mod.startswith(".")) and last == "v0":
-                self.add(node, "reference", mod, f"imports {mod}, the reference run as a kernel; a DSL version must compute with its own kernel")
+                self.add(node, "reference", mod, f"imports {mod}, the reference run as a kernel; a DSL version must "
+                                                 f"compute with its own kernel")
 
     # ---- visitors ---------------------------------------------------------------------------
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
@@ -124,7 +125,8 @@ class _Checker(ast.NodeVisitor):
             q = self.qual(d.func if isinstance(d, ast.Call) else d) or ""
             params = {a.arg for a in node.args.args + node.args.kwonlyargs}
             if _match(q, _LRU) and params & self.tensor_names:
-                self.add(d, "cache-key", q, f"{node.name} is memoised with {q} over tensor arguments, which replays results for reused tensors")
+                self.add(d, "cache-key", q, f"{node.name} is memoised with {q} over tensor arguments, which replays "
+                                            f"results for reused tensors")
         dsl = self._is_dsl_decorated(node)
         self._func_stack.append(node)
         self._dsl_depth += dsl
@@ -134,7 +136,7 @@ class _Checker(ast.NodeVisitor):
         if self._func_stack == []:
             self._check_cache_function(node)
 
-    visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
+    visit_AsyncFunctionDef = visit_FunctionDef
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         if self.dsl and node.attr == "reference" and isinstance(node.ctx, ast.Load):
@@ -147,7 +149,8 @@ class _Checker(ast.NodeVisitor):
 
     def visit_BinOp(self, node: ast.BinOp) -> None:
         if self.dsl and isinstance(node.op, ast.MatMult) and self.on_hot_path():
-            self.add(node, "torch-compute", "@", "multiplies with @ on the hot path; a DSL version must do its math in its kernel")
+            self.add(node, "torch-compute", "@", "multiplies with @ on the hot path; a DSL version must do its math "
+                                                 "in its kernel")
         self.generic_visit(node)
 
     def visit_Call(self, node: ast.Call) -> None:
@@ -163,7 +166,8 @@ class _Checker(ast.NodeVisitor):
                     self._check_call_name(node, f"{base}.{name.value}")
                 if q in ("setattr", "delattr") and self.root(node.args[0]) in self.aliases:
                     self.add(node, "monkeypatch", f"{base}.{name.value}",
-                             f"{q} on {base}.{name.value} changes an imported module or object; versions must not patch their surroundings")
+                             f"{q} on {base}.{name.value} changes an imported module or object; versions must not "
+                             f"patch their surroundings")
         self._check_call_name(node, q)
         if isinstance(fn, ast.Attribute):
             recv = self.qual(fn.value) or ""
@@ -204,7 +208,8 @@ class _Checker(ast.NodeVisitor):
             if root in self.aliases and not (isinstance(target, ast.Subscript) and root in self.module_names):
                 what = self.qual(target.value if isinstance(target, ast.Subscript) else target) or root
                 self.add(node, "monkeypatch", what or "",
-                         f"assigns into {what}, an imported module or object; versions must not patch torch, timers, the spec or the harness")
+                         f"assigns into {what}, an imported module or object; versions must not patch torch, timers, "
+                         f"the spec or the harness")
 
     def visit_Assign(self, node: ast.Assign) -> None:
         for t in node.targets:
@@ -262,7 +267,8 @@ class _Checker(ast.NodeVisitor):
                 arg = n.func.value if isinstance(n.func, ast.Attribute) else (n.args[0] if n.args else None)
                 keyish = q == "id" or q.endswith((".data_ptr", "._cdata", ".untyped_storage", ".storage"))
                 if keyish and arg is not None and self.root(arg) in self.tensor_names:
-                    self.add(n, "cache-key", q, f"{fn.name} keys module state on {q} of a tensor argument, the pattern of a result cache")
+                    self.add(n, "cache-key", q, f"{fn.name} keys module state on {q} of a tensor argument, the "
+                                                f"pattern of a result cache")
 
 
 def _language_of(tree: ast.Module) -> str | None:
@@ -359,4 +365,4 @@ def check_file(path: str | Path, *, language: str | None = None, allow: Sequence
 
 def check_version(version: object, *, allow: Sequence[str] = ()) -> list[Finding]:
     """Findings for a :class:`pytest_kforge.registry.Version` (its file, language and helpers)."""
-    return check_file(getattr(version, "path"), language=getattr(version, "language"), allow=allow)
+    return check_file(version.path, language=version.language, allow=allow)  # type: ignore[attr-defined]

@@ -19,8 +19,10 @@ _FORBIDDEN_IMPORTS = {
     **dict.fromkeys(("flashinfer", "flash_mla", "flash_attn", "vllm", "sglang", "triton", "xformers",
                      "deep_gemm", "tilelang"), "imports {m}, another kernel library; a version must compute with its own kernel"),
     **dict.fromkeys(("ctypes", "cffi"), "imports {m}, a foreign-function interface that can bypass every harness check"),
-    **dict.fromkeys(("subprocess", "multiprocessing", "pty", "socket"), "imports {m}; a version must not start processes or talk to the network"),
-    **dict.fromkeys(("threading", "_thread", "concurrent", "asyncio"), "imports {m}; background work would finish after the timer stops"),
+    **dict.fromkeys(("subprocess", "multiprocessing", "pty", "socket"), "imports {m}; a version must not start "
+                                                                        "processes or talk to the network"),
+    **dict.fromkeys(("threading", "_thread", "concurrent", "asyncio"), "imports {m}; background work would finish "
+                                                                       "after the timer stops"),
     **dict.fromkeys(("pickle", "shelve", "marshal"), "imports {m}, which persists or loads data across calls"),
     **dict.fromkeys(("pytest_kforge", "_pytest", "pytest"), "imports {m}, the test harness; a version must not touch its judge"),
     "importlib": "imports importlib, which hides what the version really calls",

@@ -4,7 +4,8 @@ One in-process pytester run of the harness covers the whole ``cheat`` kernel
 (tests/adversarial/kernels/cheat: a tiny row softmax whose v1..v9 each cheat one way) on CPU with
 timing (``--kforge-device cpu``); each test below asserts that one cheat made at least one of its tests fail,
 with the reason expected.  Only the non-torch v4 is read by the static check, so every
-other cheat is caught by the harness's own run-time checks (plus the trust plugin's return check).  ``v0`` is honest and must pass, so the suite can tell the difference.
+other cheat is caught by the harness's own run-time checks (plus the trust plugin's return check).  ``v0`` is honest
+and must pass, so the suite can tell the difference.
 """
 
 from __future__ import annotations

@@ -29,7 +29,8 @@ from ..select import control_level
 from .base import AgentContext, DesignImpossible, clean
 
 __all__ = ["KNOBS", "OfflineProfiler", "OfflineDesigner", "contract_from_results", "propose_config",
-           "render_version_module", "tried_configs", "next_version_name", "literal_language", "metrics_from_contract", "parse_change",
+           "render_version_module", "tried_configs", "next_version_name", "literal_language",
+           "metrics_from_contract", "parse_change",
            "knob_off", "knob_serves", "literal_config"]
 
 #: knob family -> (key pattern, hand-picked promising values in order, catalog-name pattern).
@@ -269,12 +270,13 @@ def literal_config(path: Path) -> tuple[str | None, dict[str, Any]]:
     except (OSError, SyntaxError):
         return None, {}
     for node in tree.body:
-        target = node.targets[0] if isinstance(node, ast.Assign) else (
-            node.target if isinstance(node, ast.AnnAssign) else None)
-        if not isinstance(target, ast.Name) or node.value is None:  # type: ignore[union-attr]
+        if not isinstance(node, (ast.Assign, ast.AnnAssign)) or node.value is None:
+            continue
+        target = node.targets[0] if isinstance(node, ast.Assign) else node.target
+        if not isinstance(target, ast.Name):
             continue
         try:
-            value = ast.literal_eval(node.value)  # type: ignore[union-attr,arg-type]
+            value = ast.literal_eval(node.value)
         except ValueError:
             continue
         if target.id == "PARENT":

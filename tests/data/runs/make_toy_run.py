@@ -13,13 +13,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # this checkout's pytest_kforge, not an installed one
+sys.path[:0] = [str(Path(__file__).resolve().parents[3]),  # this checkout's pytest_kforge, not an installed one
+                str(Path(__file__).resolve().parents[2])]  # tests/: kforge_fakes
 
 import pytest_kforge.orchestrate.loop as loop  # noqa: E402
 import pytest_kforge.orchestrate.suite as suite  # noqa: E402
 from pytest_kforge import contracts as C  # noqa: E402
 from pytest_kforge.orchestrate.__main__ import main  # noqa: E402
-from pytest_kforge.orchestrate.fakes import TOY_V1, FakeSuiteRunner, make_toy_project  # noqa: E402
+from kforge_fakes import TOY_V1, FakeSuiteRunner, make_toy_project  # noqa: E402
 
 TIMES = {"v1": {"decode": 100.0, "spec": 900.0}, "v2": {"decode": 80.0, "spec": 850.0},
          "v3": {"decode": 85.0, "spec": 1000.0}}

@@ -1,4 +1,5 @@
-"""Fakes for testing the loop without a GPU: a suite runner with scripted timings and a toy project.
+"""Test fakes (kept out of the installed package) for the loop without a GPU: a suite runner with scripted timings
+and a toy project.
 
 :class:`FakeSuiteRunner` writes a results JSON in the harness's schema from a table of timings, so
 EVALUATE, LEARN and the summary see exactly what a real VERIFY would give them.  ``kill_on`` makes a
@@ -13,16 +14,17 @@ import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from .suite import DEFAULT_TRIALS, SuiteOutcome
+from pytest_kforge.orchestrate.suite import DEFAULT_TRIALS, SuiteOutcome
 
-__all__ = ["SimulatedKill", "FakeSuiteRunner", "make_toy_project", "TOY_SPEC", "TOY_V1", "isolated_kernel_modules"]
+__all__ = ["SimulatedKill", "FakeSuiteRunner", "make_toy_project", "write_toy_best", "TOY_SPEC", "TOY_V1",
+           "isolated_kernel_modules"]
 
 
 @contextlib.contextmanager
 def isolated_kernel_modules() -> Iterator[None]:
     """Give back ``kforge_kernels.*`` as it was and drop the registry's caches, so a test that loads
     a temporary kernels folder leaves the real one importable for the tests after it."""
-    from .. import registry
+    from pytest_kforge import registry
 
     def ours() -> list[str]:
         return [k for k in sys.modules if k == "kforge_kernels" or k.startswith("kforge_kernels.")]
@@ -136,4 +138,17 @@ def make_toy_project(root: Path, *, devlog: str | None = None) -> Path:
     d.mkdir(parents=True, exist_ok=True)
     (d / "toy.md").write_text(devlog or ("# toy devlog\n\n## Current best\n<!-- kforge:best:start -->\n"
                                          "| v1 | 100 us |\n<!-- kforge:best:end -->\n\n## Versions\n"), encoding="utf-8")
+    write_toy_best(root, "v1")
     return root
+
+
+def write_toy_best(root: Path, version: str) -> Path:
+    """A best record (``docs/kernels/toy/best.json``) in which ``version`` is the best, computed by the rule."""
+    from pytest_kforge.best import best_path, compute
+    from pytest_kforge.results import TrialResult
+
+    rows = [TrialResult(version=version, trial=t, id=t, language="torch", correct=True, median_us=100.0)
+            for t in DEFAULT_TRIALS]
+    path = best_path(root, "toy")
+    compute("toy", rows, list(DEFAULT_TRIALS), command="fake").write(path)
+    return path
