@@ -102,6 +102,9 @@ def test_handoff_waits_resumes_and_replays(tmp_path: Path, runner: FakeSuiteRunn
     assert all(s == "done" for s in steps(run2).values()) and len(steps(run2)) == 16
     assert "| v3 | cutile-dsl | 85.0 | 1000.0 |" in out
     assert (run2 / "outside" / "docs" / "kernels" / "toy.md").exists()  # LEARN's writes travel with the folder
+    log = json.loads((run2 / "outside.json").read_text())
+    carried = sorted(p.relative_to(run2 / "outside").as_posix() for p in (run2 / "outside").rglob("*") if p.is_file())
+    assert len(log) >= 2 and carried == sorted(log[-1]["written"])  # only the last invocation's writes
     walls = [v["wall_s"] for v in json.loads((run2 / "state.json").read_text())["steps"].values()]
     assert len(walls) == 16 and all(isinstance(w, float) for w in walls)
     summary = (run2 / "summary.md").read_text()

@@ -5,7 +5,9 @@ project, and a designer writes version files.  When the run is on a lent GPU mac
 run folder comes back, those writes would be lost; so every invocation fingerprints ``docs/``,
 ``reports/<kernel>/`` and ``kernels/<kernel>/`` when it starts, and when it ends copies the files it
 changed into ``runs/<id>/outside/<path>`` and lists them in ``outside.json``.  Bring them home with
-``cp -r runs/<id>/outside/. .`` from the project root.  ``outside/`` is transport: a committed copy
+``cp -r runs/<id>/outside/. .`` from the project root.  ``outside/`` holds the last invocation's
+writes only (it is emptied first), so copying it never puts back a file an earlier invocation
+wrote and someone has edited since.  ``outside/`` is transport: a committed copy
 of the run leaves it out.
 """
 
@@ -40,12 +42,13 @@ class OutsideWrites:
 
     def mirror(self, run_dir: Path) -> list[str]:
         """Copy what changed since the start into ``run_dir/outside/``; returns the paths (deleted ones too)."""
+        dest = run_dir / "outside"
+        shutil.rmtree(dest, ignore_errors=True)
         ch = diff_trees(self.before, self._snap())
         ch.created = [p for p in ch.created if not (self.root / p).resolve().is_relative_to(run_dir.resolve())]
         ch.modified = [p for p in ch.modified if not (self.root / p).resolve().is_relative_to(run_dir.resolve())]
         if not ch.all:
             return []
-        dest = run_dir / "outside"
         for p in [*ch.created, *ch.modified]:
             (dest / p).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(self.root / p, dest / p)
