@@ -12,11 +12,9 @@ from pathlib import Path
 
 import pytest
 
-import pytest_kforge.orchestrate.loop as loop
-import pytest_kforge.orchestrate.suite as suite
 from pytest_kforge import contracts as C
 from pytest_kforge.orchestrate.__main__ import main
-from kforge_fakes import FakeSuiteRunner, make_toy_project
+from kforge_fakes import fake_gpu_cli, toy_with_results
 
 FAKE = Path(__file__).parent / "data" / "fake_agents" / "fake_agent.py"
 TIMES = {"v1": {"decode": 100.0, "spec": 900.0}, "v2": {"decode": 80.0, "spec": 850.0},
@@ -31,13 +29,8 @@ def agent(mode: str) -> str:
 
 @pytest.fixture
 def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    r = make_toy_project(tmp_path / "proj")
-    FakeSuiteRunner(TIMES).run_suite("toy", ["v1"], out_json=r / "reports" / "toy" / "results.json", timeout_s=1)
-    runner = FakeSuiteRunner(TIMES)
-    monkeypatch.setattr(loop, "gpu_available", lambda: True)
-    monkeypatch.setattr(suite, "PytestSuiteRunner", lambda _root, **_kw: runner)
-    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    return r
+    fake_gpu_cli(monkeypatch, TIMES)
+    return toy_with_results(tmp_path / "proj", TIMES)
 
 
 def state_of(root: Path) -> dict:

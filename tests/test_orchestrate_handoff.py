@@ -11,10 +11,9 @@ from pathlib import Path
 import pytest
 
 import pytest_kforge.orchestrate.loop as loop
-import pytest_kforge.orchestrate.suite as suite
 from pytest_kforge import contracts as C
 from pytest_kforge.orchestrate.__main__ import EXIT_REPLAY_DIFFERS, EXIT_STILL_WAITING, main
-from kforge_fakes import TOY_V1, FakeSuiteRunner, make_toy_project
+from kforge_fakes import TOY_V1, FakeSuiteRunner, fake_gpu_cli, toy_with_results
 
 TIMES = {"v1": {"decode": 100.0, "spec": 900.0}, "v2": {"decode": 80.0, "spec": 850.0},
          "v3": {"decode": 85.0, "spec": 1000.0}}
@@ -24,17 +23,11 @@ pytestmark = pytest.mark.usefixtures("isolated_kernels")  # tests/conftest.py
 
 @pytest.fixture
 def runner(monkeypatch: pytest.MonkeyPatch) -> FakeSuiteRunner:
-    r = FakeSuiteRunner(TIMES)
-    monkeypatch.setattr(loop, "gpu_available", lambda: True)
-    monkeypatch.setattr(suite, "PytestSuiteRunner", lambda _root, **_kw: r)
-    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    return r
+    return fake_gpu_cli(monkeypatch, TIMES)
 
 
 def project(path: Path) -> Path:
-    r = make_toy_project(path)
-    FakeSuiteRunner(TIMES).run_suite("toy", ["v1"], out_json=r / "reports" / "toy" / "results.json", timeout_s=1)
-    return r
+    return toy_with_results(path, TIMES)
 
 
 def act_as_designer(root: Path, run: Path, i: int, *, summary: str | None = None) -> C.OptimizationTask:

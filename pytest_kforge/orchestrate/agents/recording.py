@@ -42,16 +42,19 @@ def kernel_files(root: Path, kernel_dir: Path, names: list[str]) -> dict[str, st
     return out
 
 
-class RecordedProfiler:
-    """Wraps a profiler; stores the returned contract in the step's exchange."""
-
+class _Recorded:
     def __init__(self, inner: Any) -> None:
         self.inner = inner
-        self.name = getattr(inner, "name", "profiler")
+        self.name = getattr(inner, "name", type(inner).__name__)
 
     @classmethod
     def wrap(cls, inner: Any) -> Any:
+        """``inner`` wrapped once (wrapping a wrapped agent again is a no-op)."""
         return inner if isinstance(inner, cls) else cls(inner)
+
+
+class RecordedProfiler(_Recorded):
+    """Wraps a profiler; stores the returned contract in the step's exchange."""
 
     def profile(self, kernel: str, version: str, trial: str, params: dict[str, int], *,
                 context: AgentContext) -> Any:
@@ -63,16 +66,8 @@ class RecordedProfiler:
         return c
 
 
-class RecordedDesigner:
+class RecordedDesigner(_Recorded):
     """Wraps a designer; stores the kernel files it wrote and its summary in the step's exchange."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self.name = getattr(inner, "name", "designer")
-
-    @classmethod
-    def wrap(cls, inner: Any) -> Any:
-        return inner if isinstance(inner, cls) else cls(inner)
 
     def design(self, task: Any, *, context: AgentContext) -> Any:
         kdir = Path(context.kernels_dir) / task.kernel
