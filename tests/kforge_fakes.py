@@ -14,10 +14,12 @@ import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+
 from pytest_kforge.orchestrate.suite import DEFAULT_TRIALS, SuiteOutcome
 
 __all__ = ["SimulatedKill", "FakeSuiteRunner", "make_toy_project", "write_toy_best", "TOY_SPEC", "TOY_V1",
-           "isolated_kernel_modules"]
+           "isolated_kernel_modules", "fake_gpu_cli", "toy_with_results"]
 
 
 @contextlib.contextmanager
@@ -152,3 +154,23 @@ def write_toy_best(root: Path, version: str) -> Path:
     path = best_path(root, "toy")
     compute("toy", rows, list(DEFAULT_TRIALS), command="fake").write(path)
     return path
+
+
+def fake_gpu_cli(monkeypatch: Any, times: dict[str, dict[str, float]]) -> FakeSuiteRunner:
+    """Make ``python -m pytest_kforge.orchestrate``'s ``main`` see a GPU and run its suites on one
+    :class:`FakeSuiteRunner` (returned, so a test can read its calls); no ANTHROPIC_API_KEY."""
+    import pytest_kforge.orchestrate.loop as loop
+    import pytest_kforge.orchestrate.suite as suite
+
+    runner = FakeSuiteRunner(times)
+    monkeypatch.setattr(loop, "gpu_available", lambda: True)
+    monkeypatch.setattr(suite, "PytestSuiteRunner", lambda _root, **_kw: runner)
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    return runner
+
+
+def toy_with_results(path: Path, times: dict[str, dict[str, float]]) -> Path:
+    """A toy project whose reports hold a results JSON of v1 (the run's starting point)."""
+    root = make_toy_project(path)
+    FakeSuiteRunner(times).run_suite("toy", ["v1"], out_json=root / "reports" / "toy" / "results.json", timeout_s=1)
+    return root

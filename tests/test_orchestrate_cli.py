@@ -88,7 +88,7 @@ def test_offline_run_killed_in_verify_then_resumed_from_the_cli(root: Path, caps
              "v3": {"decode": 90.5, "spec": 879.0}}
     runners = iter([FakeSuiteRunner(times, kill_on=1), FakeSuiteRunner(times)])
     monkeypatch.setattr(loop, "gpu_available", lambda: True)
-    monkeypatch.setattr(suite, "PytestSuiteRunner", lambda _root: next(runners))
+    monkeypatch.setattr(suite, "PytestSuiteRunner", lambda _root, **_kw: next(runners))
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     with pytest.raises(SimulatedKill):
         main(["--kernel", "toy", "--root", str(root), "--iterations", "2"])

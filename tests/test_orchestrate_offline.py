@@ -155,3 +155,42 @@ def test_offline_run_learns(tmp_path: Path, v1_splits: int, v2_times: dict, kind
         assert len(kb.get("split-kv").evidence_rows("local")) == 2
     assert devlog.count("### v2 (cutile-dsl, from v1)") == 1
     assert "**Prediction:** expected Split the KV sequence across CTAs: 25% gain; measured decode" in devlog
+
+
+def test_next_version_name_follows_the_design_languages_line(tmp_path: Path) -> None:
+    from pytest_kforge.orchestrate.agents.offline import next_version_name
+
+    for name, lang in (("v0", "torch"), ("v1", "cutile-dsl"), ("v11", "cutile-dsl"), ("v1_cute", "cute-dsl"),
+                       ("v60_cute", "cute-dsl")):
+        (tmp_path / f"{name}.py").write_text(f"LANGUAGE = {lang!r}\n")
+    (tmp_path / "_cute_helper.py").write_text("X = 1\n")
+    assert next_version_name(tmp_path, "cute-dsl") == "v61_cute"
+    assert next_version_name(tmp_path, "cutile-dsl") == "v12"
+    assert next_version_name(tmp_path) == "v61"  # no language: above every version, unsuffixed
+
+
+def test_offline_profiler_profiles_the_steps_trials_in_one_run(tmp_path: Path) -> None:
+    """A GPU profile start-up and compile is the expensive part: the first trial's miss profiles them all."""
+    from pytest_kforge.fsutil import atomic_write_gz_text
+
+    root = make_toy_project(tmp_path)
+
+    class Runner(FakeSuiteRunner):
+        asked: list[tuple[str, ...]] = []
+
+        def profile(self, kernel, version, *, out_dir, timeout_s, trials=("decode", "spec")):
+            self.asked.append(tuple(trials))
+            for t in trials:
+                us = 50.0 if t == "decode" else 500.0
+                atomic_write_gz_text(out_dir / kernel / version / f"{t}.json.gz", json.dumps(C.ProfileContract(
+                    kernel, version, DECODE, [C.StageRow("main", us, 20.0, 60.0, 30.0, "Latency", "few CTAs")],
+                    "Latency", "Few CTAs. Latency dominates.", []).to_dict()))  # where the profiler writes
+            return super().profile(kernel, version, out_dir=out_dir, timeout_s=timeout_s, trials=trials)
+
+    runner = Runner({})
+    ctx = AgentContext(root=root, kernels_dir=root / "kernels", kernel="toy", can_profile=True, runner=runner,
+                       trials=("decode", "spec"))
+    d = OfflineProfiler().profile("toy", "v1", "decode", DECODE, context=ctx)
+    s = OfflineProfiler().profile("toy", "v1", "spec", DECODE, context=ctx)
+    assert runner.asked == [("decode", "spec")]  # one profiling run for both trials
+    assert (d.stages[0].duration_us, s.stages[0].duration_us) == (50.0, 500.0)

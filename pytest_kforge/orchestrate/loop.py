@@ -3,7 +3,9 @@
 Every iteration runs the eight steps as ``<iteration>:<STEP>``; each step's outputs are JSON and
 are stored in the run state when the step ends, and the loop's working context is rebuilt from
 them on ``--resume`` (a finished step is never redone; the step that was running is).  Progress is
-one line per step.  A lock on ``runs/<kernel>.orchestrate.lock`` keeps two runs on one kernel apart.
+one line per step, ending with the step's wall time.  A step handed off (``AwaitingAgent``) is
+recorded ``waiting`` and the run returns with status ``waiting``.  A lock on
+``runs/<kernel>.orchestrate.lock`` keeps two runs on one kernel apart.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from typing import Any
 from ..errors import KforgeError
 from ..fsutil import file_lock
 from . import compat
+from .agents.base import AwaitingAgent
+from .agents.recording import RecordedDesigner, RecordedProfiler
 from .options import Options
 from .state import STEPS, RunState
 from .steps import Steps
@@ -44,7 +48,9 @@ class Orchestrator(Steps):
     def __init__(self, options: Options, *, profiler: Any, designer: Any, runner: SuiteRunner,
                  knowledge: Any = None, has_gpu: bool | None = None, out: Callable[[str], None] = print) -> None:
         self.o = options
-        self.profiler, self.designer, self.runner = profiler, designer, runner
+        # every backend's exchanges are recorded in a shape the replay backend plays back
+        self.profiler, self.designer = RecordedProfiler.wrap(profiler), RecordedDesigner.wrap(designer)
+        self.runner = runner
         self.kb = knowledge if knowledge is not None else compat.make_knowledge_base(options.root / "docs/knowledge")
         self._has_gpu = has_gpu
         self.out = out
@@ -85,14 +91,17 @@ class Orchestrator(Steps):
             if compat.FALLBACKS and note not in st.notes:
                 st.notes.append(note)
             self.state = st
-            for i in range(1, (1 if self.o.dry_run else self.o.iterations) + 1):
-                for step in STEPS:
-                    if self.o.dry_run and step not in DRY_STEPS:
-                        continue
-                    self._step(i, step)
-                if self.ctx.get("stop"):
-                    self.out(f"stopping: {self.ctx['stop']}")
-                    break
+            try:
+                for i in range(1, (1 if self.o.dry_run else self.o.iterations) + 1):
+                    for step in STEPS:
+                        if self.o.dry_run and step not in DRY_STEPS:
+                            continue
+                        self._step(i, step)
+                    if self.ctx.get("stop"):
+                        self.out(f"stopping: {self.ctx['stop']}")
+                        break
+            except AwaitingAgent:
+                return st  # recorded waiting by _step; the paragraph was printed
             st.status = "dry-run" if self.o.dry_run else "done"
             st.save()
             return st
@@ -117,12 +126,17 @@ class Orchestrator(Steps):
         t0 = time.monotonic()
         try:
             outputs = getattr(self, f"step_{step.lower()}")(i, key)
+        except AwaitingAgent as exc:
+            st.wait(rec, exc.missing, time.monotonic() - t0)
+            self.out(f"[{key}] waiting: {exc}")
+            raise
         except Exception as exc:  # noqa: BLE001 - every failure is recorded, then reported in one line
             msg = f"{step} failed: {exc}"
             st.fail(rec, msg, time.monotonic() - t0)
             self.out(f"[{key}] FAILED: {exc}")
             raise StepFailed(f"{msg} (run {st.run_id}; fix the cause and rerun with --resume {st.run_id})") from exc
-        st.finish(rec, outputs, time.monotonic() - t0, self._usage, self._cost)
+        wall = time.monotonic() - t0
+        st.finish(rec, outputs, wall, self._usage, self._cost)
         self.ctx.update(outputs)
         tok = f" [{sum(self._usage.values())} tokens, ${self._cost:.4f}]" if self._usage else ""
-        self.out(f"[{key}] {outputs.get('line', 'ok')}{tok}")
+        self.out(f"[{key}] {outputs.get('line', 'ok')}{tok} ({wall:.1f} s)")

@@ -4,6 +4,12 @@ A step is recorded as ``running`` before it starts and ``done`` (with its output
 so ``--resume`` replays the outputs of finished steps and redoes only the step that was running
 when the process died (a kill in the middle of VERIFY redoes VERIFY only).  Each agent exchange
 is stored beside it in ``exchanges/`` so the replay backend can re-run the run exactly.
+
+A step handed to a person or another tool (``--agents handoff``) is recorded ``waiting``: the run
+stops there with status ``waiting`` and ``--resume`` redoes that step, which then finds the reply.
+The folder is relocatable: nothing in it names an absolute path that resume needs (results files
+are named relative to the run folder), and a committed copy may gzip its JSON files
+(``state.json.gz``, ``exchanges/*.json.gz``), which :func:`read_json` reads as they are.
 """
 
 from __future__ import annotations
@@ -16,15 +22,27 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import KforgeError
-from ..fsutil import atomic_write_text
+from ..fsutil import atomic_write_text, read_text_gz
 
-__all__ = ["STEPS", "StepRecord", "RunState", "new_run_id"]
+__all__ = ["STEPS", "StepRecord", "RunState", "new_run_id", "read_json", "json_path"]
 
 STEPS = ("ANALYZE", "PROFILE", "SELECT", "STRATEGIZE", "DESIGN", "VERIFY", "EVALUATE", "LEARN")
 
 
 def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def json_path(path: str | Path) -> Path:
+    """``path``, or its gzipped twin ``path.gz`` when only that exists (a committed run folder)."""
+    p = Path(path)
+    gz = p.with_name(p.name + ".gz")
+    return gz if not p.exists() and gz.exists() else p
+
+
+def read_json(path: str | Path) -> Any:
+    """The JSON at ``path`` (or at ``path.gz``)."""
+    return json.loads(read_text_gz(json_path(path)))
 
 
 def new_run_id(kernel: str) -> str:
@@ -34,7 +52,7 @@ def new_run_id(kernel: str) -> str:
 @dataclasses.dataclass
 class StepRecord:
     key: str  # "<iteration>:<STEP>"
-    status: str = "running"  # running | done | failed
+    status: str = "running"  # running | done | failed | waiting (handed off; redone on --resume)
     started: str = ""
     finished: str = ""
     wall_s: float = 0.0
@@ -51,7 +69,7 @@ class RunState:
     kernel: str
     options: dict[str, Any]
     created: str = dataclasses.field(default_factory=_now)
-    status: str = "running"  # running | done | failed
+    status: str = "running"  # running | done | failed | waiting | dry-run
     steps: dict[str, StepRecord] = dataclasses.field(default_factory=dict)
     versions: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # summary rows
     notes: list[str] = dataclasses.field(default_factory=list)
@@ -77,13 +95,13 @@ class RunState:
 
     @classmethod
     def load(cls, runs_dir: Path, run_id: str) -> RunState:
-        path = Path(runs_dir) / run_id / "state.json"
+        path = json_path(Path(runs_dir) / run_id / "state.json")
         if not path.exists():
             known = sorted(p.parent.name for p in Path(runs_dir).glob("*/state.json"))
             raise KforgeError(f"no run {run_id!r} under {runs_dir}: it has {', '.join(known) or 'no runs'}; "
                               f"pass one of those to --resume")
         try:
-            d = json.loads(path.read_text(encoding="utf-8"))
+            d = read_json(path)
             steps = {k: StepRecord(**v) for k, v in d.pop("steps").items()}
             return cls(**d, steps=steps, dir=path.parent)
         except (ValueError, TypeError, KeyError) as exc:
@@ -111,6 +129,15 @@ class RunState:
         rec.status, rec.finished, rec.wall_s, rec.error = "failed", _now(), round(wall_s, 3), error
         self.status = "failed"
         self.save()
+
+    def wait(self, rec: StepRecord, message: str, wall_s: float) -> None:
+        """The step is handed off: ``message`` says what to write where; the run stops, resumable."""
+        rec.status, rec.finished, rec.wall_s, rec.error = "waiting", _now(), round(wall_s, 3), message
+        self.status = "waiting"
+        self.save()
+
+    def waiting(self) -> StepRecord | None:
+        return next((r for r in self.steps.values() if r.status == "waiting"), None)
 
     def totals(self) -> dict[str, Any]:
         tokens: dict[str, int] = {}

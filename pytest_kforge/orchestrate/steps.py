@@ -22,7 +22,7 @@ from .agents.offline import (OfflineProfiler, literal_config, metrics_from_contr
                              propose_config, tried_configs)
 from .evaluate import decide, goals_met, parse_goal, rows_by_trial, version_correct
 from .select import select_language
-from .state import RunState
+from .state import RunState, json_path
 from .suite import DEFAULT_TRIALS, SuiteRunner, oom_notes
 
 if TYPE_CHECKING:
@@ -55,7 +55,8 @@ class Steps:
                             step_key=key, runner=self.runner, knowledge=self.kb,
                             can_profile=not self.o.dry_run and self.has_gpu,
                             reports_dir=self.o.root / "reports", timeout_s=self.o.timeout_s,
-                            run_dir=self.state.dir if self.state else None, **kw)
+                            run_dir=self.state.dir if self.state else None,
+                            trials=tuple(self.ctx.get("trials", ())), **kw)
 
     def _record(self, key: str, label: str, actx: AgentContext) -> None:
         assert self.state is not None
@@ -70,11 +71,29 @@ class Steps:
         return p.relative_to(self.o.root).as_posix() if p.is_absolute() and p.is_relative_to(self.o.root) else path
 
     def _results(self, path: str | None) -> dict[str, Any] | None:
-        if not path or not Path(path).exists():
+        """A results JSON named absolute, or relative to the run folder (where the run keeps the ones it
+        uses, so a copied folder resumes elsewhere) or to the root."""
+        if not path:
             return None
+        bases = [b for b in (self.state.dir if self.state else None, self.o.root) if b is not None]
+        cands = [Path(path)] if Path(path).is_absolute() else [b / path for b in bases]
+        found = next((json_path(c) for c in cands if json_path(c).exists()), None)
         from ..results import load_results
 
-        return load_results(path).to_json()
+        return load_results(found).to_json() if found is not None else None
+
+    def _keep_results(self, path: str | None, version: str, i: int) -> str | None:
+        """The rows of ``version`` from a results JSON outside the run folder, copied into it
+        (``analyze-<i>-results.json``); returns the name the run state keeps."""
+        data = self._results(path)
+        if data is None or self.state is None or (Path(path or "").parent == self.state.dir):
+            return path
+        mine = {k: ([r for r in v if isinstance(r, dict) and r.get("version") == version]
+                    if k in ("results", "correctness") and isinstance(v, list) else v) for k, v in data.items()}
+        mine["copied_from"] = self._rel(str(path))
+        name = f"analyze-{i}-results.json"
+        atomic_write_text(self.state.dir / name, json.dumps(mine, indent=1) + "\n")
+        return name
 
     # -- 1 ANALYZE -----------------------------------------------------------------------------
     def step_analyze(self, i: int, key: str) -> dict[str, Any]:
@@ -92,15 +111,17 @@ class Steps:
                                   f"{', '.join(names)}; pick one of those")
         else:
             current = self.ctx["current"]
-        results_path = self.ctx.get("latest_results") or self._find_results(current)
+        found = None if self.ctx.get("latest_results") else self._find_results(current)
+        results_path = self.ctx.get("latest_results") or self._keep_results(found, current, i)
         stress = bool(learn.re.search(r"stress (config|trial)[^.\n]{0,60}(needed|required)", text, learn.re.I))
         trials = list(getattr(kernel.spec, "default_trials", DEFAULT_TRIALS))
         if stress and "stress" in getattr(kernel.spec, "trials", {}):
             trials.append("stress")  # the devlog says the first two configs are not enough
         params = {t: dict(kernel.spec.trials[t]) for t in trials if t in getattr(kernel.spec, "trials", {})}
         rows = rows_by_trial(self._results(results_path) or {}, current)
+        source = f"from {Path(found or results_path).name}" if results_path else "none"
         line = (f"current {current} ({kernel.version(current).language}); devlog "
-                f"{'found' if text else 'missing'}; results {'from ' + Path(results_path).name if results_path else 'none'}"
+                f"{'found' if text else 'missing'}; results {source}"
                 + "".join(f"; {t} {r.get('median_us')} us" for t, r in rows.items()))
         out = {"current": current, "current_language": kernel.version(current).language, "results_path": results_path,
                "devlog_overview": learn.read_block(text, "overview")[:2000], "devlog_best": learn.read_block(text, "best"),
@@ -237,7 +258,8 @@ class Steps:
                                      "split value (seed tuning policy: manual promising tiles first)"}]
         history = self.ctx.get("history", [])
         phase, why = strategy.tuning_phase(history, current, self.o.autotune_budget_s)
-        new_version = next_version_name(self.o.kernels_dir / self.o.kernel)  # type: ignore[operator]
+        # named in the design language's line (mla: v61_cute after v60_cute, v12 after v11)
+        new_version = next_version_name(self.o.kernels_dir / self.o.kernel, self.ctx["design_language"])  # type: ignore[operator]
         out: dict[str, Any] = {"planned": planned, "avoid": [a["name"] for a in avoid], "tuning": phase,
                                "tuning_why": why, "new_version": new_version, "already_applied": sorted(applied)}
         if self.o.agents == "offline" or self.o.dry_run:
@@ -301,6 +323,7 @@ class Steps:
         if outcome.ok and outcome.results is not None:
             if not out_json.exists():
                 atomic_write_text(out_json, json.dumps(outcome.results, indent=1))
+        # named relative to the run folder, so a copied run folder resumes elsewhere
             correct, why = version_correct(outcome.results, new)
             if not correct:
                 notes.append(f"{new} not profiled: {why}")
@@ -322,7 +345,7 @@ class Steps:
         line = f"suite {'ran' if outcome.ok else 'FAILED'} ({outcome.reason}, {outcome.wall_s:.0f} s)"
         line += "".join(f"; note: {n}" for n in notes if "halved" in n or "memory" in n.lower())
         return {"verify": {"ok": outcome.ok, "reason": outcome.reason, "command": outcome.command,
-                           "wall_s": outcome.wall_s, "results_path": str(out_json) if outcome.results else None},
+                           "wall_s": outcome.wall_s, "results_path": out_json.name if outcome.results else None},
                 "verify_notes": notes, "profiles_by_version": by_version, "line": line}
 
     # -- 7 EVALUATE ----------------------------------------------------------------------------

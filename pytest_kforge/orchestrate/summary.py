@@ -10,7 +10,7 @@ from typing import Any
 from ..fsutil import atomic_write_text
 from .state import RunState
 
-__all__ = ["summary_rows", "render_table", "plot_trajectory", "write_summary"]
+__all__ = ["summary_rows", "render_table", "render_walls", "plot_trajectory", "write_summary"]
 
 
 def summary_rows(state: RunState) -> list[dict[str, Any]]:
@@ -83,12 +83,30 @@ def plot_trajectory(rows: list[dict[str, Any]], path: Path) -> str:
     return f"plot written to {path}"
 
 
+def render_walls(state: RunState) -> str:
+    """Wall time (s) of each step per iteration, as the run state recorded them (a handed-off DESIGN counts
+    the orchestrator's part only: writing the task and reading the reply)."""
+    from .state import STEPS
+
+    iters = sorted({int(k.split(":")[0]) for k in state.steps})
+    out = ["| Iteration | " + " | ".join(STEPS) + " |", "|" + "---|" * (len(STEPS) + 1)]
+    for i in iters:
+        cells = []
+        for step in STEPS:
+            r = state.steps.get(f"{i}:{step}")
+            cells.append("-" if r is None else f"{r.wall_s:.1f}" + ("" if r.status == "done" else f" ({r.status})"))
+        out.append(f"| {i} | " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
+
+
 def write_summary(state: RunState) -> tuple[str, str]:
     """(table, plot note); the table is also saved as ``summary.md`` in the run folder."""
     rows = summary_rows(state)
     table = render_table(rows)
     totals = state.totals()
     extra = f"\nTokens: {totals['tokens'] or 'none'}; cost ${totals['cost_usd']:.4f}\n"
-    atomic_write_text(state.dir / "summary.md", table + extra + "".join(f"\nNote: {n}" for n in state.notes))
+    walls = "\nStep wall times (s):\n\n" + render_walls(state)
+    atomic_write_text(state.dir / "summary.md",
+                      table + extra + walls + "".join(f"\nNote: {n}" for n in state.notes))
     note = plot_trajectory(rows, state.dir / "trajectory.png") if rows else "plot skipped: no versions"
     return table + extra, note

@@ -17,7 +17,8 @@ from typing import Any, Protocol, TypeVar
 from ...errors import KforgeError
 from .. import compat
 
-__all__ = ["AgentContext", "Profiler", "Designer", "AgentContractError", "DesignImpossible", "ask_with_contract",
+__all__ = ["AgentContext", "Profiler", "Designer", "AgentContractError", "DesignImpossible", "AwaitingAgent",
+           "ask_with_contract",
            "profile_prompt", "design_prompt", "clean", "expecting"]
 
 T = TypeVar("T")
@@ -29,6 +30,17 @@ class AgentContractError(KforgeError):
 
 class DesignImpossible(KforgeError):
     """The designer has no applicable change for this task (the iteration ends with this reason)."""
+
+
+class AwaitingAgent(KforgeError):
+    """The step is handed off (``--agents handoff``): the run stops here with the step ``waiting``.
+
+    ``str(exc)`` is the paragraph saying what to write where; ``missing`` the one sentence saying what
+    is not there yet (printed when ``--resume`` finds the step still waiting)."""
+
+    def __init__(self, paragraph: str, missing: str) -> None:
+        super().__init__(paragraph)
+        self.missing = missing
 
 
 @dataclasses.dataclass
@@ -49,6 +61,7 @@ class AgentContext:
     reports_dir: Path | None = None
     run_dir: Path | None = None  # runs/<run-id>/ (tool outputs go there)
     timeout_s: float = 1800.0
+    trials: tuple[str, ...] = ()  # the step's trial matrix (a profiler may measure them in one run)
     exchange: dict[str, Any] = dataclasses.field(default_factory=dict)
     usage: dict[str, int] = dataclasses.field(default_factory=dict)
     cost_usd: float = 0.0

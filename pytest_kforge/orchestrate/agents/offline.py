@@ -29,7 +29,8 @@ from ..select import control_level
 from .base import AgentContext, DesignImpossible, clean
 
 __all__ = ["KNOBS", "OfflineProfiler", "OfflineDesigner", "contract_from_results", "propose_config",
-           "render_version_module", "tried_configs", "next_version_name", "metrics_from_contract", "parse_change",
+           "render_version_module", "tried_configs", "next_version_name", "literal_language",
+           "metrics_from_contract", "parse_change",
            "knob_off", "knob_serves", "literal_config"]
 
 #: knob family -> (key pattern, hand-picked promising values in order, catalog-name pattern).
@@ -118,8 +119,10 @@ class OfflineProfiler:
         reports = context.reports_dir or (context.root / "reports")
         path = report_json_path(reports / kernel / version, trial)
         if not path.exists() and context.can_profile and context.runner is not None:
+            # every trial of the step still unprofiled, in one run: one start-up and compile, not one per trial
+            todo = tuple(t for t in context.trials if not report_json_path(reports / kernel / version, t).exists())
             out = context.runner.profile(kernel, version, out_dir=reports, timeout_s=context.timeout_s,
-                                         trials=(trial,))
+                                         trials=todo if trial in todo else (trial,))
             context.exchange.setdefault("commands", []).append(out.command)
             if not out.ok:
                 context.notes.append(f"profiling {version} {trial} failed ({out.reason}); using suite timings")
@@ -289,9 +292,36 @@ def tried_configs(kernel_dir: Path, exclude: str = "") -> list[dict[str, Any]]:
             if p.stem != exclude and cfg]
 
 
-def next_version_name(kernel_dir: Path) -> str:
-    nums = [int(m.group(1)) for p in kernel_dir.glob("v*.py") if (m := re.match(r"^v(\d+)", p.stem))]
-    return f"v{max(nums, default=0) + 1}"
+def literal_language(path: Path) -> str | None:
+    """A version file's LANGUAGE read statically (no import)."""
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError):
+        return None
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "LANGUAGE" for t in node.targets) \
+                and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            return node.value.value
+    return None
+
+
+_NAME_RE = re.compile(r"^v(\d+)(_[a-z0-9_]+)?$")
+
+
+def next_version_name(kernel_dir: Path, language: str | None = None) -> str:
+    """The next version name in ``language``'s line: its versions' usual suffix (mla: ``_cute`` for
+    cute-dsl, none for cutile-dsl) and one more than that line's highest number (``v60_cute`` ->
+    ``v61_cute``, ``v11`` -> ``v12``).  Without ``language``, or with no version in it yet: one more
+    than the highest number of any version, unsuffixed."""
+    names = [(p, m) for p in kernel_dir.glob("v*.py") if (m := _NAME_RE.match(p.stem))]
+    suffix = None
+    if language:
+        found = [m.group(2) or "" for p, m in names if literal_language(p) == language]
+        suffix = max(set(found), key=found.count) if found else None
+    if suffix is None:
+        return f"v{max((int(m.group(1)) for _p, m in names), default=0) + 1}"
+    line = [int(m.group(1)) for _p, m in names if (m.group(2) or "") == suffix]
+    return f"v{max(line, default=0) + 1}{suffix}"
 
 
 class OfflineDesigner:

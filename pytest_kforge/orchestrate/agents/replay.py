@@ -4,6 +4,8 @@ A transcript is JSON in one of two shapes:
 
 * an exchange stored by a run (``runs/<id>/exchanges/<iter>-<STEP>-<agent>.json``): ``replies``
   (the agent's final texts, in order) and ``turns`` (Messages API content blocks) or ``tool_calls``;
+* any backend's exchange as the loop records it (:mod:`.recording`): ``contract`` (a profiler's
+  returned contract, served as it is) and ``files`` (a designer's kernel files, written back);
 * a recorded Messages API exchange (``tests/data/transcripts/*.json``): ``responses``, the raw
   response bodies; the final texts are those of responses whose ``stop_reason`` is not ``tool_use``.
 
@@ -15,12 +17,12 @@ first (an exact re-run of a past run), then taken in order from a queue (tests).
 
 from __future__ import annotations
 
-import json
 from collections import deque
 from pathlib import Path
 from typing import Any
 
 from .. import compat
+from ..state import read_json
 from ..tools import Toolbox
 from .base import (AgentContext, AgentContractError, ask_with_contract, design_prompt, expecting,
                    profile_prompt)
@@ -41,11 +43,14 @@ class Transcript:
             blocks = [b for t in data.get("turns", []) for b in t.get("content", [])]
         self.tool_calls = [{"tool": b["name"], "input": b.get("input", {})} for b in blocks
                            if b.get("type") == "tool_use"] + list(data.get("tool_calls", []))
+        written = {c["input"].get("path") for c in self.tool_calls if c["tool"] == "write_file"}
+        self.tool_calls += [{"tool": "write_file", "input": {"path": path, "content": text}}
+                            for path, text in (data.get("files") or {}).items() if path not in written]
+        self.contract: dict[str, Any] | None = data.get("contract")
 
 
 def load_transcript(path: str | Path) -> Transcript:
-    path = Path(path)
-    return Transcript(json.loads(path.read_text(encoding="utf-8")), str(path))
+    return Transcript(read_json(path), str(path))
 
 
 class _ReplayAgent:
@@ -67,7 +72,7 @@ class _ReplayAgent:
     def _next(self, context: AgentContext, label: str) -> Transcript:
         if self.dir is not None:
             path = self.dir / f"{context.step_key.replace(':', '-')}-{label}.json"
-            if path.exists():
+            if path.exists() or path.with_name(path.name + ".gz").exists():
                 return load_transcript(path)
         if self.queue:
             return self.queue.popleft()
@@ -100,6 +105,19 @@ class ReplayProfiler(_ReplayAgent):
 
     def profile(self, kernel: str, version: str, trial: str, params: dict[str, int], *,
                 context: AgentContext) -> Any:
+        label = f"profiler-{trial}"
+        if self.dir is not None:  # a recorded contract is served as it is (raw metrics included)
+            tr = self._next(context, label)
+            if tr.contract is not None:
+                from ..suite import contract_from_report
+
+                self.played.append(tr.origin or label)
+                c = contract_from_report(tr.contract)
+                if (c.kernel, c.version) != (kernel, version):
+                    raise AgentContractError(f"the recorded contract {tr.origin} is about {c.kernel} {c.version}, "
+                                             f"not {kernel} {version}; the replay does not follow the recording")
+                context.exchange.update({"replayed_from": tr.origin})
+                return c
         return self._play(context, f"profiler-{trial}", profile_prompt(kernel, version, params),
                           expecting(compat.contracts.ProfileContract.parse, kernel, version), "profile")
 
