@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import KforgeError
 from ..fsutil import atomic_write_text, replace_marked_block
+from ..registry import version_path
 from . import compat, learn, strategy
 from .agents.base import AgentContext, DesignImpossible
 from .agents.offline import (OfflineProfiler, literal_config, metrics_from_contract, next_version_name,
@@ -273,11 +274,11 @@ class Steps:
             return {"task": task.to_dict(), "stop": str(exc), "iteration_stop": i, "line": f"no design: {exc}"}
         finally:
             self._record(key, "designer", actx)
-        path = self.o.kernels_dir / self.o.kernel / f"{summary.version}.py"  # type: ignore[operator]
+        path = version_path(self.o.kernels_dir / self.o.kernel, summary.version)  # type: ignore[operator]
         if summary.version != new or not path.exists():
             raise KforgeError(f"the designer reported {summary.version} but {path} "
                               f"{'does not exist' if not path.exists() else 'was not the planned ' + new}; the "
-                              f"designer must create kernels/{self.o.kernel}/{new}.py")
+                              f"designer must create {version_path(self.o.kernels_dir / self.o.kernel, new)}")  # type: ignore[operator]
         return {"task": task.to_dict(), "task_md": task.render(), "summary": summary.to_dict(),
                 "line": f"{new} from {current}: {'; '.join(summary.changes)} (designer says {summary.correctness})"}
 
@@ -358,7 +359,7 @@ class Steps:
         metrics = self.ctx.get("profiles_by_version", {}).get(new, {})
         metrics = {t: self._metrics(c) for t, c in metrics.items()}
         results = self._results(self.ctx["verify"].get("results_path")) or {}
-        _par, parent_config = literal_config(self.o.kernels_dir / self.o.kernel / f"{current_before}.py")  # type: ignore[operator]
+        _par, parent_config = literal_config(version_path(self.o.kernels_dir / self.o.kernel, current_before))  # type: ignore[operator]
         updates = learn.learn(self.kb, kernel=self.o.kernel, parent=current_before, new=new,
                               language=self.ctx["design_language"], decision=d,
                               planned=[{"name": p["entry"], "title": p["name"]} for p in planned], changes=changes,

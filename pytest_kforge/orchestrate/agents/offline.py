@@ -24,6 +24,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ...registry import version_path, versions_dir
 from .. import compat
 from ..select import control_level
 from .base import AgentContext, DesignImpossible, clean
@@ -117,7 +118,9 @@ class OfflineProfiler:
 
         reports = context.reports_dir or (context.root / "reports")
         path = report_json_path(reports / kernel / version, trial)
-        if not path.exists() and context.can_profile and context.runner is not None:
+        from pytest_kforge import artifacts
+
+        if not artifacts.exists(path) and context.can_profile and context.runner is not None:
             out = context.runner.profile(kernel, version, out_dir=reports, timeout_s=context.timeout_s,
                                          trials=(trial,))
             context.exchange.setdefault("commands", []).append(out.command)
@@ -284,12 +287,12 @@ def literal_config(path: Path) -> tuple[str | None, dict[str, Any]]:
 
 def tried_configs(kernel_dir: Path, exclude: str = "") -> list[dict[str, Any]]:
     """Every existing version's CONFIG counts as tried: never re-create a sibling or an ancestor."""
-    return [cfg for p in sorted(kernel_dir.glob("v*.py")) for _par, cfg in [literal_config(p)]
+    return [cfg for p in sorted(versions_dir(kernel_dir).glob("v*.py")) for _par, cfg in [literal_config(p)]
             if p.stem != exclude and cfg]
 
 
 def next_version_name(kernel_dir: Path) -> str:
-    nums = [int(m.group(1)) for p in kernel_dir.glob("v*.py") if (m := re.match(r"^v(\d+)", p.stem))]
+    nums = [int(m.group(1)) for p in versions_dir(kernel_dir).glob("v*.py") if (m := re.match(r"^v(\d+)", p.stem))]
     return f"v{max(nums, default=0) + 1}"
 
 
@@ -322,7 +325,7 @@ class OfflineDesigner:
         guard = compat.PathGuard(context.root, allowed=(f"{context.kernels_dir.relative_to(context.root)}/"
                                                         f"{task.kernel}/", "docs/")) \
             if context.kernels_dir.is_relative_to(context.root) else None
-        rel = f"{task.new_version}.py"
+        rel = version_path(kdir, task.new_version).relative_to(kdir).as_posix()
         target = guard.resolve_for_write(str((kdir / rel).relative_to(context.root))) if guard else kdir / rel
         from ...fsutil import atomic_write_text
 
