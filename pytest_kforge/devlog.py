@@ -27,6 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from . import artifacts
 from .fsutil import replace_marked_block
 
 __all__ = ["best_rows", "render_best", "main"]
@@ -74,7 +75,7 @@ def render_best(rows: Sequence[Mapping[str, Any]], *, gpu: str | None, command: 
 def _load(path: Path) -> dict[str, Any] | str:
     """A results JSON (gzipped or not), or one sentence saying why it cannot be read."""
     try:
-        raw = path.read_bytes()
+        raw = artifacts.read_bytes(path)  # loose, or packed in a run archive (the README's artifact policy)
         data = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)  # gzip by its magic
         if not isinstance(data, dict):
             raise ValueError(f"a JSON {type(data).__name__}, not an object with 'results'")
