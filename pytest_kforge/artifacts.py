@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 
-__all__ = ["RAW_SUFFIXES", "exists", "read_bytes", "glob", "pack", "list_members", "extract", "main"]
+__all__ = ["RAW_SUFFIXES", "exists", "extract", "glob", "list_members", "main", "pack", "read_bytes"]
 
 #: what counts as raw (packed); everything else (``.md``, ``.png``, ``.sh``) stays loose
 RAW_SUFFIXES = (".json", ".jsonl", ".log", ".txt", ".csv", ".ncu-rep", ".gz")
@@ -133,30 +133,30 @@ def pack(archive: str | Path, folders: Sequence[str | Path], *, remove: bool = T
                 f = tf.extractfile(m) if m.isfile() else None
                 if f is not None:
                     entries[m.name.removeprefix("./")] = f.read()
-    for f in files:
-        rel = f.relative_to(base).as_posix()
-        data = f.read_bytes()
+    for path in files:
+        rel = path.relative_to(base).as_posix()
+        data = path.read_bytes()
         if rel.endswith(".gz"):
             rel, data = rel[:-3], gzip.decompress(data)
         if rel in entries and entries[rel] != data:
             raise ValueError(f"{archive} already holds a different {rel}; extract it and compare before packing")
         entries[rel] = data
     tmp = archive.with_name(archive.name + ".tmp")
-    with tarfile.open(tmp, "w:xz", preset=9 | lzma.PRESET_EXTREME) as tf:  # xz -9e
+    with tarfile.open(tmp, "w:xz", preset=9 | lzma.PRESET_EXTREME) as tf:  # type: ignore[call-overload]  # xz -9e
         for rel in sorted(entries):
             info = tarfile.TarInfo(rel)
             info.size, info.mtime, info.mode = len(entries[rel]), 0, 0o644
             tf.addfile(info, io.BytesIO(entries[rel]))
     with tarfile.open(tmp, "r:xz") as tf:  # read back before anything loose goes
         for rel, data in entries.items():
-            f = tf.extractfile(rel)
-            if f is None or f.read() != data:
+            member = tf.extractfile(rel)
+            if member is None or member.read() != data:
                 tmp.unlink()
                 raise OSError(f"{tmp}: member {rel} did not read back; nothing was removed")
     tmp.replace(archive)
     if remove:
-        for f in files:
-            f.unlink()
+        for path in files:
+            path.unlink()
     return files
 
 

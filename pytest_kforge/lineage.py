@@ -24,9 +24,16 @@ from pathlib import Path
 from typing import Any
 
 from . import artifacts
-from .registry import VERSION_RE, default_kernels_dir, module_file, version_path, version_sort_key, versions_dir
+from .registry import (
+    VERSION_RE,
+    default_kernels_dir,
+    module_file,
+    version_path,
+    version_sort_key,
+    versions_dir,
+)
 
-__all__ = ["Node", "Measure", "measured", "nodes", "verdicts", "render_tree", "render_diff", "main"]
+__all__ = ["Measure", "Node", "main", "measured", "nodes", "render_diff", "render_tree", "verdicts"]
 
 TRIALS = ("decode", "spec")
 
@@ -74,13 +81,19 @@ def measured(root: Path, kernel: str, *, gpu: str = "H200") -> dict[str, dict[st
 
 
 def _literal(tree: ast.Module, name: str) -> Any:
+    """The value assigned to ``name`` at module level: a literal, else its source text (None when unassigned)."""
     for node in tree.body:
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
-        if any(isinstance(t, ast.Name) and t.id == name for t in targets) and node.value is not None:  # type: ignore[union-attr]
+        if isinstance(node, ast.Assign):
+            targets, value = node.targets, node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            targets, value = [node.target], node.value
+        else:
+            continue
+        if any(isinstance(t, ast.Name) and t.id == name for t in targets):
             try:
-                return ast.literal_eval(node.value)  # type: ignore[union-attr,arg-type]
+                return ast.literal_eval(value)
             except (ValueError, TypeError, SyntaxError):
-                return ast.unparse(node.value)  # type: ignore[union-attr,arg-type]
+                return ast.unparse(value)
     return None
 
 

@@ -35,7 +35,7 @@ def test_devlog_blocks_entries_and_run_links() -> None:
     for block in ("overview", "best", "peers", "perf"):
         assert read_block(text, block), block
     assert text.index("<!-- kforge:perf:end -->") < text.index("## Versions")  # the orchestrator appends below it
-    entries = re.findall(r"^### (v\d+(?:_[a-z0-9_]+)?) \(", text, re.M)
+    entries = re.findall(r"^### (v\d+(?:_[a-z0-9_]+)?) \(", text, re.MULTILINE)
     assert sorted(entries) == sorted(names)  # one entry per version
     for link in re.findall(r"\]\((mla/runs/[^)]+\.md)\)", text):
         assert (DEVLOG.parent / link).is_file(), link
