@@ -415,7 +415,7 @@ def test_declared_features_name_knowledge_entries() -> None:
     """Every FEATURES item of an MLA version is a knowledge-base entry (a typo would silently drop nothing)."""
     names = {p.stem for p in (KDIR.parent / "docs" / "knowledge").rglob("*.md") if p.name != "README.md"}
     declared = 0
-    for path in sorted(KDIR.glob("mla/v*.py")):
+    for path in sorted(KDIR.glob("mla/versions/v*.py")):
         feats = load_version("mla", path.stem, kernels_dir=KDIR).features
         if feats is None:
             continue
