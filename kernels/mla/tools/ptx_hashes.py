@@ -5,8 +5,9 @@
 
 For each version it runs the version's own ``prepare`` on the spec's trial shapes and the self-check's fuzz
 shapes (the compile paths a run takes: one-split, split, merged pair, tail), records every kernel that
-``prepare`` asked the host to compile, and hashes that kernel's PTX.  A kernel compiled for one version is
-reused for the next one that names the same kind and shape, as in a real run.
+``prepare`` asked the host to compile, and hashes that kernel's PTX.  Each version compiles in a process of its own
+(``--jobs`` at a time): a kernel's PTX can depend on what the same process compiled before it (v23_cute's and
+v33_cute's decode combine did, issue 33), and a fresh process makes the hashes a function of the version alone.
 
 The PTX's entry names embed the Python module that defines the kernel class (``kforge_kernels.mla.<module>``,
 dots dropped, the whole name cut at a fixed length), so moving a kernel module renames the symbols and nothing
@@ -14,8 +15,9 @@ else.  ``sha256`` is taken after replacing each symbol by its ordinal (:func:`no
 and after a move, and differs when any instruction, constant, parameter or layout differs.  ``raw_sha256`` is
 the PTX's own hash (it changes with a module's name).
 
-``--check FILE`` compares the ``sha256`` of each version with FILE's and exits 1 on any difference (the
-before/after proof of a layout move, and the PTX-hash check of CI).
+``--check FILE`` compares the ``sha256`` of each version with FILE's (written by ``--out``, or the small
+``{version: sha256}`` record ``--summary`` writes, as committed in ``ptx-sha256.json``) and exits 1 on any
+difference: the before/after proof of a layout move, and a PTX-hash check for CI.
 """
 
 from __future__ import annotations
@@ -26,7 +28,9 @@ import importlib
 import json
 import os
 import re
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -122,27 +126,58 @@ def cute_versions(arg: str) -> list[str]:
     return names
 
 
-def compare(now: dict[str, dict[str, Any]], recorded: dict[str, dict[str, Any]]) -> list[str]:
-    """One line per version whose kernels differ from ``recorded`` (versions missing there are reported too)."""
+def compare(now: dict[str, dict[str, Any]], recorded: dict[str, Any]) -> list[str]:
+    """One line per version whose kernels differ from ``recorded`` (versions missing there are reported too).
+
+    ``recorded`` is what ``--out`` wrote, or the ``{version: sha256}`` digest file ``--summary`` wrote (then a
+    difference names the version only)."""
     bad = []
     for name, got in now.items():
         want = recorded.get(name)
+        digest = want if isinstance(want, str) else (want or {}).get("sha256")
         if want is None:
             bad.append(f"{name}: not in the recorded hashes")
-        elif want["sha256"] != got["sha256"]:
-            diff = sorted(k for k in set(want["kernels"]) | set(got["kernels"])
-                          if want["kernels"].get(k, {}).get("sha256") != got["kernels"].get(k, {}).get("sha256"))
-            bad.append(f"{name}: PTX differs in {', '.join(diff)}")
+        elif digest != got["sha256"]:
+            kernels = want.get("kernels", {}) if isinstance(want, dict) else None
+            diff = sorted(k for k in set(kernels) | set(got["kernels"])
+                          if kernels.get(k, {}).get("sha256") != got["kernels"].get(k, {}).get("sha256")) \
+                if kernels is not None else []
+            bad.append(f"{name}: PTX differs" + (f" in {', '.join(diff)}" if diff else
+                                                 " (rerun both sides with --out for the kernels)"))
     return bad
+
+
+def isolated(names: list[str], jobs: int) -> dict[str, dict[str, Any]]:
+    """:func:`version_hashes` of each version in a fresh process of its own, ``jobs`` at a time."""
+    result: dict[str, dict[str, Any]] = {}
+    todo, running = list(names), []
+    with tempfile.TemporaryDirectory(prefix="ptx_hashes_") as tmp:
+        while todo or running:
+            while todo and len(running) < jobs:
+                name = todo.pop(0)
+                dest = Path(tmp) / f"{name}.json"
+                cmd = [sys.executable, str(Path(__file__).resolve()), "--in-process", "--versions", name, "--out", str(dest)]
+                running.append((name, dest, subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)))
+            name, dest, proc = running.pop(0)
+            output, _ = proc.communicate()
+            print(output.strip(), flush=True)
+            if proc.returncode or not dest.exists():
+                raise SystemExit(f"{name}: its compile process exited {proc.returncode}; run it alone with "
+                                 f"--in-process --versions {name} to see why.")
+            result.update(json.loads(dest.read_text()))
+    return {n: result[n] for n in names}
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--versions", default="all", help="'all' (default) or a comma list of CuTe version ids")
     ap.add_argument("--out", type=Path, help="write the hashes here (JSON)")
+    ap.add_argument("--summary", type=Path, help="write {version: sha256} here (the small committed record)")
     ap.add_argument("--check", type=Path, help="compare with hashes written earlier by --out; exit 1 on a difference")
+    ap.add_argument("--jobs", type=int, default=2, help="versions compiled at once, one process each (default 2)")
+    ap.add_argument("--in-process", action="store_true", help="compile every version in this process (one worker)")
     args = ap.parse_args(argv)
-    out, check = (p.resolve() if p else None for p in (args.out, args.check))  # before the chdir below
+    out, summary, check = (p.resolve() if p else None for p in (args.out, args.summary, args.check))  # before chdir
     os.environ.setdefault("CUTE_DSL_ARCH", "sm_90a")
     opts = os.environ.get("KFORGE_CUTE_OPTIONS", "")
     if "--keep-ptx" not in opts:
@@ -150,9 +185,11 @@ def main(argv: list[str] | None = None) -> int:
     _package()
     names = cute_versions(args.versions)
     os.chdir(Path(os.environ.get("TMPDIR", "/tmp")))  # --keep-ptx drops .ptx files into the cwd
-    now = version_hashes(names)
+    now = version_hashes(names) if args.in_process else isolated(names, max(1, args.jobs))
     if out:
         out.write_text(json.dumps(now, indent=1, sort_keys=True) + "\n")
+    if summary:
+        summary.write_text(json.dumps({n: v["sha256"] for n, v in now.items()}, indent=1) + "\n")
     if check:
         bad = compare(now, json.loads(check.read_text()))
         print("\n".join(bad) if bad else f"PTX identical to {check} for {len(now)} versions")
