@@ -11,7 +11,7 @@ legacy host module, and peers such as ``flashinfer_fa3`` planned once) on each t
 * ``graph``: capture after a side-stream warm-up, replay on new values, compare with the reference: "ok" or
   the error text.
 
-``--legacy PATH`` loads PATH (an older ``_cute_host.py``) and runs the CuTe versions through its
+``--legacy PATH`` loads PATH (an older ``cute/host.py``) and runs the CuTe versions through its
 ``run_split_combine``, for a before/after in one process (its compile cache is shared).  Writes JSON and a
 markdown table to ``--out``.  GPU only::
 
@@ -161,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--versions", default="v59_cute")
     ap.add_argument("--peers", default="")
     ap.add_argument("--trials", default="decode,spec")
-    ap.add_argument("--legacy", default=None, help="an older _cute_host.py to compare with")
+    ap.add_argument("--legacy", default=None, help="an older cute/host.py to compare with")
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
@@ -197,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
         v = load_version("mla", name)
         if v.language != "cute-dsl":
             continue
-        host = sys.modules["kforge_kernels.mla._cute_host"]
+        host = sys.modules["kforge_kernels.mla.cute.host"]
         spec = importlib.util.spec_from_file_location("kforge_kernels.mla._cute_host_legacy", args.legacy)
         old = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(old)

@@ -2,7 +2,7 @@
 
 NVML's SM clock (what :mod:`pytest_kforge.gpuclock` samples) is the clock the driver reports.  The
 cycles the SMs count inside a heavy kernel can run slower: on the H200 the timeline probe
-(``kernels/mla/_cute_trace.py``) counted 1778 MHz of ``%clock`` per global-timer microsecond
+(``kernels/mla/tools/cute_trace.py``) counted 1778 MHz of ``%clock`` per global-timer microsecond
 inside the speculative MLA kernel while NVML, polled every 0.1 ms during the same rounds, read
 1980 MHz (devlog run 10).  A device time converted to cycles with NVML's figure then overstates
 the cycles a kernel took, and the clock guard cannot see that slowdown at all.

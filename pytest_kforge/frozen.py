@@ -12,7 +12,7 @@ A measured version must not change after its numbers were recorded (a fix is a n
   define (:func:`device_function_digests`): formatting, comments and docstrings do not count, code does.
 
 ``compare`` lists what differs in one sentence each; the kernel folder's compile check writes and checks
-the record (``kernels/mla/_cute_compilecheck.py --frozen check``).
+the record (``kernels/mla/tools/cute_compilecheck.py --frozen check``).
 """
 
 from __future__ import annotations

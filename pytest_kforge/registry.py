@@ -6,6 +6,14 @@ Layout (``kernels_dir`` defaults to ``<project root>/kernels``)::
     kernels/<kernel>/v0.py         the torch reference run as a kernel (the baseline)
     kernels/<kernel>/v<N>[_tag].py one version each
 
+or, for a kernel with many versions, the versions in their own folder beside the libraries they use::
+
+    kernels/<kernel>/versions/v<N>[_tag].py   (when ``versions/`` exists, versions are read only there)
+    kernels/<kernel>/<library>/<module>.py    imported as ``kforge_kernels.<kernel>.<library>.<module>``
+
+Either way a version is the module ``kforge_kernels.<kernel>.v<N>[_tag]`` (the kernel package searches
+``versions/`` too), so versions import their parent as ``from kforge_kernels.<kernel> import v3``.
+
 A version module defines::
 
     LANGUAGE = "cutile-dsl"          # one of LANGUAGES
@@ -45,7 +53,8 @@ from typing import Any, Callable
 from .errors import BadVersionModuleError, DSLNotInstalledError, UnknownKernelError, UnknownVersionError
 from .spec import KernelSpec
 
-__all__ = ["LANGUAGES", "Version", "Kernel", "Registry", "load_kernel", "load_version", "default_kernels_dir"]
+__all__ = ["LANGUAGES", "Version", "Kernel", "Registry", "load_kernel", "load_version", "default_kernels_dir",
+           "versions_dir", "version_path", "module_file"]
 
 #: language -> (module whose import proves the toolchain is there, pip extra that installs it)
 LANGUAGES: dict[str, tuple[str, str]] = {
@@ -140,14 +149,49 @@ class Version:
         return infer(tensors)
 
 
+def versions_dir(kernel_dir: str | Path) -> Path:
+    """The folder holding a kernel's version files: ``<kernel>/versions`` when it exists, else the kernel folder."""
+    d = Path(kernel_dir)
+    return d / "versions" if (d / "versions").is_dir() else d
+
+
+def version_path(kernel_dir: str | Path, name: str) -> Path:
+    """Where version ``name`` of the kernel in ``kernel_dir`` lives (or will be written)."""
+    return versions_dir(kernel_dir) / f"{name}.py"
+
+
+def package_path(kernel_dir: str | Path) -> list[str]:
+    """The ``__path__`` of ``kforge_kernels.<kernel>``: the kernel folder, then its versions folder if any."""
+    d, v = Path(kernel_dir), versions_dir(kernel_dir)
+    return [str(d)] + ([str(v)] if v != d else [])
+
+
+def module_file(kernels_dir: str | Path, module: str) -> Path | None:
+    """The file of module ``kforge_kernels.<kernel>.<a>[.<b>...]`` under ``kernels_dir``, or None."""
+    parts = module.strip().split(".")
+    if len(parts) < 3 or parts[0] != _PKG or not all(p.isidentifier() for p in parts[1:]):
+        return None
+    for base in package_path(Path(kernels_dir) / parts[1]):
+        stem = Path(base).joinpath(*parts[2:])
+        for cand in (stem.with_suffix(".py"), stem / "__init__.py"):
+            if cand.is_file():
+                return cand
+    return None
+
+
 @dataclasses.dataclass
 class Kernel:
     name: str
     path: Path
     spec: KernelSpec
 
+    @property
+    def versions_path(self) -> Path:
+        """The folder of this kernel's version files (see :func:`versions_dir`)."""
+        return versions_dir(self.path)
+
     def version_names(self) -> list[str]:
-        names = [p.stem for p in self.path.glob("v*.py") if VERSION_RE.match(p.stem)]
+        names = [p.stem for p in self.versions_path.glob("v*.py") if VERSION_RE.match(p.stem)]
         return sorted(names, key=version_sort_key)
 
     def version(self, name: str) -> Version:
@@ -188,6 +232,7 @@ class Registry:
 @lru_cache(maxsize=None)
 def _load_kernel(root: Path, name: str) -> Kernel:
     _ensure_package(root)
+    _ensure_kernel_package(root / name)
     mod = _import(f"{_PKG}.{name}.spec", root / name / "spec.py")
     spec = getattr(mod, "SPEC", None)
     if not isinstance(spec, KernelSpec):
@@ -199,12 +244,13 @@ _version_cache: dict[tuple[Path, str], Version] = {}
 
 
 def _load_version(kernel: Kernel, name: str) -> Version:
-    path = kernel.path / f"{name}.py"
+    path = version_path(kernel.path, name)
     key = (path, name)
     mtime = path.stat().st_mtime_ns
     cached = _version_cache.get(key)
     if cached is not None and getattr(cached.module, "__kforge_mtime__", None) == mtime:
         return cached
+    _ensure_kernel_package(kernel.path)
     mod = _import(f"{_PKG}.{kernel.name}.{name}", path, reload=cached is not None)
     mod.__kforge_mtime__ = mtime  # type: ignore[attr-defined]
     where = f"{path}"
@@ -244,6 +290,20 @@ def _ensure_package(root: Path) -> None:
         sys.modules[_PKG] = pkg
         for key in [k for k in sys.modules if k.startswith(_PKG + ".")]:
             del sys.modules[key]
+
+
+def _ensure_kernel_package(kernel_dir: Path) -> None:
+    """Make ``kforge_kernels.<kernel>`` the package over :func:`package_path` (versions resolve from ``versions/``)."""
+    if (kernel_dir / "__init__.py").exists():
+        return  # a real package: _import runs its __init__ (and it sets its own __path__)
+    name = f"{_PKG}.{kernel_dir.name}"
+    pkg = sys.modules.get(name)
+    want = package_path(kernel_dir)
+    if pkg is None:
+        pkg = ModuleType(name)
+        sys.modules[name] = pkg
+    if list(getattr(pkg, "__path__", [])) != want:
+        pkg.__path__ = want
 
 
 def _import(modname: str, path: Path, reload: bool = False) -> ModuleType:

@@ -179,9 +179,11 @@ class RunResults:
 def load_results(path: str | Path) -> RunResults:
     """Read a results JSON, gzipped (as stored under ``docs/kernels/runs/``) or not; :class:`ResultsError` when
     it cannot be read, naming the file."""
+    from . import artifacts  # lazy: the model itself needs no archive code
+
     path = Path(path)
     try:
-        raw = path.read_bytes()
+        raw = artifacts.read_bytes(path)  # loose, or packed in a run archive (the README's artifact policy)
         data = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)  # gzip by its magic
         return RunResults.from_json(data)
     except (OSError, ValueError, EOFError, zlib.error, TypeError) as exc:

@@ -40,7 +40,7 @@
 #   python -m pytest_kforge.devlog best --from-json suite-all-v0-v11.json suite-all-<...>.json ... \
 #       --best-json docs/kernels/mla/best.json --devlog docs/kernels/mla.md
 # Before the first part, compile every CuTe version's paths locally (no GPU; run 24 lost three versions to a host
-# error only the sm80 kinds reached): python kernels/mla/_cute_compilecheck.py --prepare all
+# error only the sm80 kinds reached): python kernels/mla/tools/cute_compilecheck.py --prepare all
 # Each part writes suite-all-<first>-<last>.json/.log; when the cap cuts a suite the log names the
 # versions it did not finish (no finished trial benchmark) and the command that runs them.
 set -uo pipefail
@@ -74,8 +74,9 @@ run() { local name="$1"; local limit="$2"; shift 2; local t0=$SECONDS
 # mla versions: "all" as the registry lists them; "part:K/N" the K-th of N parts of them (part 1: v0
 # and the cuTile line, which needs the cutile toolchain; parts 2..N: the DSL-suffixed versions in
 # contiguous near-equal slices); else the comma list given
-mla_versions() { local all k n
-  all=$(ls kernels/mla | sed -n 's/^\(v[0-9][0-9]*\(_[a-z0-9_]*\)\{0,1\}\)\.py$/\1/p' | sort -V)
+mla_versions() { local all k n d=kernels/mla
+  [ -d "$d/versions" ] && d=$d/versions  # the registry's rule: versions/ when it exists
+  all=$(ls "$d" | sed -n 's/^\(v[0-9][0-9]*\(_[a-z0-9_]*\)\{0,1\}\)\.py$/\1/p' | sort -V)
   case "$1" in
     all) echo "$all" | paste -sd, - ;;
     part:*/*) k=${1#part:}; n=${k#*/}; k=${k%/*}
@@ -125,7 +126,7 @@ python3 -m pip install -q --no-deps --no-build-isolation -e . >"$KF/pip.log" 2>&
 
 case "$step" in
 cutile)
-  TAIL=40 run sweep "${SWEEP_S:-260}" python3 kernels/mla/_cutile_sweep.py --budget "${SWEEP_BUDGET:-200}" ${SWEEP_ONLY:+--only "$SWEEP_ONLY"}
+  TAIL=40 run sweep "${SWEEP_S:-260}" python3 kernels/mla/tools/cutile_sweep.py --budget "${SWEEP_BUDGET:-200}" ${SWEEP_ONLY:+--only "$SWEEP_ONLY"}
   [ -n "${SKIP_SUITE:-}" ] && { pack; exit 0; }
   cp "$OUT"/cutile_sweep.* "$KF"/ 2>/dev/null
   V=$(mla_versions part:1/2)  # v0 and the cuTile line
@@ -256,7 +257,7 @@ candidates)
   # and times them beside BEST); the compare and the harness take the real versions only
   V="${VERSIONS:?VERSIONS=v46_cute[,...]: the candidate versions (or kind:<kind> probe kinds)}"
   SV="$V"; case ",$V," in *,kind:*) SV="$BEST,$V" ;; esac
-  TAIL=40 run selfcheck "${SELFCHECK_S:-200}" python3 kernels/mla/_cute_selfcheck.py --versions "$SV"
+  TAIL=40 run selfcheck "${SELFCHECK_S:-200}" python3 kernels/mla/tools/cute_selfcheck.py --versions "$SV"
   SC=$RC
   # GPU_TESTS="tests/test_kernels_cute.py -k v57": repository GPU tests of the candidates, in the same call
   [ -z "${GPU_TESTS:-}" ] || TAIL=30 run gpu-tests "${GPU_TESTS_S:-150}" python3 -m pytest $GPU_TESTS \
@@ -264,7 +265,7 @@ candidates)
   V=$(echo "$V" | tr ',' '\n' | grep -v '^kind:' | paste -sd, -)
   T="${TRACE:-}"
   for k in ${T//,/ }; do
-    TAIL=30 run "trace-${k%_trace}" 60 python3 kernels/mla/_cute_trace.py --trial "${TRACE_TRIAL:-spec}" --kind "$k"
+    TAIL=30 run "trace-${k%_trace}" 60 python3 kernels/mla/tools/cute_trace.py --trial "${TRACE_TRIAL:-spec}" --kind "$k"
   done
   [ -z "$T" ] || grep -H "pair period\|^probe" "$KF"/trace-*.log >"$KF/periods.txt" 2>/dev/null
   if [ "$SC" -ne 0 ]; then
@@ -292,7 +293,7 @@ profile)
   ;;
 cute)
   V="${VERSIONS:-v4_cute}"
-  TAIL=40 run cute-selfcheck "${SELFCHECK_S:-240}" python3 kernels/mla/_cute_selfcheck.py --versions "$V"
+  TAIL=40 run cute-selfcheck "${SELFCHECK_S:-240}" python3 kernels/mla/tools/cute_selfcheck.py --versions "$V"
   TAIL=30 run suite-cute "${SUITE_S:-240}" python3 -m pytest --kernel mla --kernel-version "$V" -p no:cacheprovider \
       -rs --kforge-examples 8 --kforge-json="$KF/suite-cute.json"
   [ -n "${SKIP_PROFILE:-}" ] || TAIL=30 run profile-cute 200 python3 -m pytest --kernel mla --kernel-version "$V" \

@@ -100,11 +100,11 @@ def test_task_and_summary_render_the_seed_headings() -> None:
     assert lines[:3] == ["## Optimization Task: mla v1 -> v2", "### Current Bottleneck: Compute-bound",
                          "### Optimizations to Apply:"]
     assert "### Constraints" in lines and "- Register budget: 168" in lines
-    s = NewVersionSummary("mla", "v2", ["a"], ["kernels/mla/v2.py"], [], "FAIL", [TrialCheck(32, 16, 4096, "spec")],
+    s = NewVersionSummary("mla", "v2", ["a"], ["kernels/mla/versions/v2.py"], [], "FAIL", [TrialCheck(32, 16, 4096, "spec")],
                           "docs/kernels/mla.md")
     heads = [ln for ln in s.render().splitlines() if ln.startswith("#")]
     assert heads == ["## New Version: mla v2", "### Changes Applied: a",
-                     "### Files: Created: kernels/mla/v2.py; Modified: none", "### Correctness: FAIL",
+                     "### Files: Created: kernels/mla/versions/v2.py; Modified: none", "### Correctness: FAIL",
                      "### Trial Configurations Checked", "### Devlog Entry Written: docs/kernels/mla.md"]
 
 
@@ -115,7 +115,7 @@ def test_parse_tolerates_llm_variants() -> None:
 ### Changes Applied:
 - fold heads into M
 - exp2 with folded scale
-### Files: Created kernels/mla/v3.py; Modified docs/kernels/mla.md
+### Files: Created kernels/mla/versions/v3.py; Modified docs/kernels/mla.md
 ### Correctness: pass
 ### Trial Configurations Checked
 1. [32, 1, 4096] -- decode default

@@ -22,8 +22,8 @@ torch = pytest.importorskip("torch")
 
 def _mods() -> tuple[Any, Any]:
     load_version("mla", "v0", kernels_dir=KDIR)  # makes kforge_kernels.mla importable
-    return (importlib.import_module("kforge_kernels.mla._cute_host"),
-            importlib.import_module("kforge_kernels.mla._cute_plan"))
+    return (importlib.import_module("kforge_kernels.mla.cute.host"),
+            importlib.import_module("kforge_kernels.mla.cute.plan"))
 
 
 class _Exec:

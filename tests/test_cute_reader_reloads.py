@@ -1,7 +1,7 @@
 """v51_cute's reader reloads: each KV block of a page has one owner, the warpgroup that reads it last.
 
 Needs the CuTe DSL to import the kernel class (skips where it is not installed, as on the CPU CI); the
-schedule itself is only exercised on the GPU (``_cute_selfcheck.py --versions v51_cute``).
+schedule itself is only exercised on the GPU (``tools/cute_selfcheck.py --versions v51_cute``).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ KDIR = Path(__file__).resolve().parents[1] / "kernels"
 def _cls(kind: str = "sm90_seesaw_pair_rr"):
     pytest.importorskip("cutlass.cute")
     load_version("mla", "v0", kernels_dir=KDIR)  # makes kforge_kernels.mla importable
-    return importlib.import_module("kforge_kernels.mla._cute_kinds").kernel_class(kind)
+    return importlib.import_module("kforge_kernels.mla.cute.kinds").kernel_class(kind)
 
 
 @pytest.mark.parametrize("kind", ["sm90_seesaw_pair_rr", "sm90_seesaw_pair_rrlate", "sm90_seesaw_pair_rrvr"])

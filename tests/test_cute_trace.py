@@ -1,4 +1,4 @@
-"""The timeline probe's analysis (kernels/mla/_cute_trace.py) on synthetic clock records, on the CPU."""
+"""The timeline probe's analysis (kernels/mla/tools/cute_trace.py) on synthetic clock records, on the CPU."""
 
 from __future__ import annotations
 
@@ -14,12 +14,12 @@ PERIOD, T0 = 7000, 2**32 - 50_000  # the clock wraps inside the records
 
 def _trace():
     _host()  # makes kforge_kernels.mla importable
-    return importlib.import_module("kforge_kernels.mla._cute_trace")
+    return importlib.import_module("kforge_kernels.mla.tools.cute_trace")
 
 
 def _layout():
     _host()
-    return importlib.import_module("kforge_kernels.mla._cute_trace_layout")
+    return importlib.import_module("kforge_kernels.mla.cute.trace_layout")
 
 
 def _records(tr, ctas: int = 3, pages: int = 16) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""The cuTile versions' ``prepare`` (``kernels/mla/_cutile_prepare.py``): compile outside the shared GPU's lock.
+"""The cuTile versions' ``prepare`` (``kernels/mla/cutile/prepare.py``): compile outside the shared GPU's lock.
 
 CPU part: every cuTile MLA version has a ``prepare`` that takes the fuzz test's ``input_kwargs``; the empty
 tensors it compiles for have exactly the shapes, dtypes and layout the spec makes; prepare mode launches
@@ -48,7 +48,7 @@ def test_every_cutile_version_prepares_with_the_fuzz_inputs(mla, name):
 @settings(max_examples=25, deadline=None)
 @given(b=st.integers(1, 5), s=st.integers(1, 16), h=st.sampled_from([16, 128]), data=st.data())
 def test_empty_inputs_have_the_layout_the_spec_makes(b, s, h, data):
-    spec_mod, prep = _mod("spec"), _mod("_cutile_prepare")
+    spec_mod, prep = _mod("spec"), _mod("cutile.prepare")
     lens = data.draw(st.lists(st.integers(s, 700), min_size=b, max_size=b))
     params = {"b": b, "s": s, "t": max(lens), "h": h}
     kw = data.draw(st.sampled_from([{"seqlens": lens}, {}]))
@@ -68,7 +68,7 @@ def test_empty_inputs_have_the_layout_the_spec_makes(b, s, h, data):
 def test_prepare_mode_launches_nothing(monkeypatch):
     import torch
 
-    cc, plan, prep = _mod("_cutile_common"), _mod("_cutile_plan"), _mod("_cutile_prepare")
+    cc, plan, prep = _mod("cutile.common"), _mod("cutile.plan"), _mod("cutile.prepare")
     compiled = []
     monkeypatch.setattr(prep, "compile_launch", lambda grid, kernel, args: compiled.append((grid, kernel, args)))
 
@@ -94,7 +94,7 @@ def test_prepare_mode_launches_nothing(monkeypatch):
 def test_prepare_runs_once_per_shape_and_config(monkeypatch):
     import torch
 
-    prep = _mod("_cutile_prepare")
+    prep = _mod("cutile.prepare")
     calls = []
 
     def run(**kw):
@@ -168,7 +168,7 @@ def _gpu_cutile() -> bool:
 def test_after_prepare_the_real_launches_compile_nothing(mla, name, params, kw, monkeypatch):
     import cuda.tile as ct
 
-    spec_mod, prep = _mod("spec"), _mod("_cutile_prepare")
+    spec_mod, prep = _mod("spec"), _mod("cutile.prepare")
     compiles = []
     original = ct.kernel._compile
 

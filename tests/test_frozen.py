@@ -58,7 +58,7 @@ def test_compare_names_changed_and_unrecorded_versions() -> None:
 
 def _compilecheck():
     Registry(ROOT / "kernels").kernel("mla")  # the kforge_kernels package the module imports under
-    return importlib.import_module("kforge_kernels.mla._cute_compilecheck")
+    return importlib.import_module("kforge_kernels.mla.tools.cute_compilecheck")
 
 
 def test_the_record_covers_every_measured_version_with_the_ci_toolchain() -> None:
@@ -91,7 +91,7 @@ def test_one_cute_version_matches_its_recorded_ptx() -> None:
     except Exception as exc:  # noqa: BLE001
         pytest.skip(f"the CuTe DSL is not importable here ({type(exc).__name__}); CI's --frozen check covers it")
     env = {**os.environ, "CUTE_DSL_ARCH": "sm_90a", "PYTHONPATH": str(ROOT)}
-    res = subprocess.run([sys.executable, str(ROOT / "kernels" / "mla" / "_cute_compilecheck.py"), "--frozen", "check",
+    res = subprocess.run([sys.executable, str(ROOT / "kernels" / "mla" / "tools" / "cute_compilecheck.py"), "--frozen", "check",
                           "--versions", "v1,v1_cute", "--jobs", "1"], capture_output=True, text=True, env=env,
                          timeout=600, check=False)
     assert res.returncode == 0, res.stdout + res.stderr[-2000:]

@@ -247,7 +247,7 @@ FAKE_PYTHON_SELFCHECK = '''#!{python}
 import json, os, sys
 with open(os.environ["FAKE_ARGV_LOG"], "a") as fh:
     fh.write(json.dumps(sys.argv[1:]) + "\\n")
-if sys.argv[1:2] == ["kernels/mla/_cute_selfcheck.py"]:
+if sys.argv[1:2] == ["kernels/mla/tools/cute_selfcheck.py"]:
     sys.exit(int(os.environ.get("FAKE_SELFCHECK_RC", "0")))
 '''
 
@@ -257,8 +257,8 @@ def test_candidates_step_times_only_what_the_self_check_passed(tmp_path: Path) -
                 "TRACE=sm90_seesaw_pair_c3early_trace", SKIP_SMI="1")
     assert res.returncode == 0, res.stdout + res.stderr
     argv = [json.loads(ln) for ln in (tmp_path / "argv.log").read_text().splitlines()]
-    assert ["kernels/mla/_cute_selfcheck.py", "--versions", "v46_cute,v36_cute"] in argv
-    trace = next(a for a in argv if a[:1] == ["kernels/mla/_cute_trace.py"])
+    assert ["kernels/mla/tools/cute_selfcheck.py", "--versions", "v46_cute,v36_cute"] in argv
+    trace = next(a for a in argv if a[:1] == ["kernels/mla/tools/cute_trace.py"])
     assert trace[-1] == "sm90_seesaw_pair_c3early_trace"
     cmp_call = next(a for a in argv if "benchmarks.compare" in a)
     assert cmp_call[cmp_call.index("--versions") + 1] == "v35_cute,v46_cute,v36_cute"
@@ -281,7 +281,7 @@ def test_candidates_step_checks_probe_kinds_beside_best_and_times_only_versions(
                 "BEST=v35_cute", SKIP_SMI="1")
     assert res.returncode == 0, res.stdout + res.stderr
     argv = [json.loads(ln) for ln in (tmp_path / "argv.log").read_text().splitlines()]
-    assert ["kernels/mla/_cute_selfcheck.py", "--versions", "v35_cute,kind:sm90_seesaw_pair_stale,v46_cute"] in argv
+    assert ["kernels/mla/tools/cute_selfcheck.py", "--versions", "v35_cute,kind:sm90_seesaw_pair_stale,v46_cute"] in argv
     cmp_call = next(a for a in argv if "benchmarks.compare" in a)
     assert cmp_call[cmp_call.index("--versions") + 1] == "v35_cute,v46_cute"
     harness = next(a for a in argv if "--kernel-version" in a)
@@ -292,7 +292,7 @@ def test_candidates_step_checks_probe_kinds_beside_best_and_times_only_versions(
                 "BEST=v35_cute", SKIP_SMI="1")
     assert res.returncode == 0, res.stdout + res.stderr
     argv = [json.loads(ln) for ln in (tmp_path / "argv.log").read_text().splitlines()]
-    assert ["kernels/mla/_cute_selfcheck.py", "--versions", "v35_cute,kind:sm90_seesaw_pair_stale"] in argv
+    assert ["kernels/mla/tools/cute_selfcheck.py", "--versions", "v35_cute,kind:sm90_seesaw_pair_stale"] in argv
     assert not any("benchmarks.compare" in a or "--kernel-version" in a for a in argv)
     assert "only probe kinds" in (tmp_path / "kf" / "candidates.log").read_text()
 

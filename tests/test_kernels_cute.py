@@ -12,18 +12,18 @@ import pytest
 from pytest_kforge.registry import load_version
 
 KDIR = Path(__file__).resolve().parents[1] / "kernels"
-CUTE_VERSIONS = sorted(p.stem for p in (KDIR / "mla").glob("v*_cute.py"))
+CUTE_VERSIONS = sorted(p.stem for p in (KDIR / "mla" / "versions").glob("v*_cute.py"))
 HS = (16, 32, 64, 128)
 
 
 def _host():
     load_version("mla", "v0", kernels_dir=KDIR)  # makes kforge_kernels.mla importable
-    return importlib.import_module("kforge_kernels.mla._cute_host")
+    return importlib.import_module("kforge_kernels.mla.cute.host")
 
 
 def _kinds():
     _host()
-    return importlib.import_module("kforge_kernels.mla._cute_kinds")
+    return importlib.import_module("kforge_kernels.mla.cute.kinds")
 
 
 @pytest.mark.parametrize("name", CUTE_VERSIONS)
@@ -97,7 +97,7 @@ def test_cute_version_rejects_unsupported_ring_depth_before_compiling(name: str)
 
 def test_selfcheck_fuzz_covers_the_contract() -> None:
     load_version("mla", "v0", kernels_dir=KDIR)
-    sc = importlib.import_module("kforge_kernels.mla._cute_selfcheck")
+    sc = importlib.import_module("kforge_kernels.mla.tools.cute_selfcheck")
     hs = {h for _, _, h, _, _ in sc.FUZZ}
     assert hs == set(HS)
     assert {s for _, s, _, _, _ in sc.FUZZ} >= {1, 16}
@@ -112,7 +112,7 @@ def test_selfcheck_fuzz_covers_the_contract() -> None:
 def test_selfcheck_runs_a_probe_kind_as_a_version_with_its_config() -> None:
     """``kind:<kind>[@<version>]``: the version's spec and CONFIG running the kind; an unknown kind is one sentence."""
     load_version("mla", "v0", kernels_dir=KDIR)
-    sc = importlib.import_module("kforge_kernels.mla._cute_selfcheck")
+    sc = importlib.import_module("kforge_kernels.mla.tools.cute_selfcheck")
     v = sc.load("kind:sm90_seesaw_pair_stale")
     base = load_version("mla", "v35_cute", kernels_dir=KDIR)
     assert v.name == "kind:sm90_seesaw_pair_stale" and v.config == base.config and v.spec is base.spec
@@ -324,7 +324,7 @@ def test_split_kernel_math_matches_reference(s, h, lens, splits) -> None:
 
 def _ptxreplay():
     load_version("mla", "v0", kernels_dir=KDIR)
-    return importlib.import_module("kforge_kernels.mla._cute_ptxreplay")
+    return importlib.import_module("kforge_kernels.mla.tools.cute_ptxreplay")
 
 
 def test_dedup_p_tile_layout_is_a_conflict_free_bijection() -> None:
@@ -415,7 +415,7 @@ def test_declared_features_name_knowledge_entries() -> None:
     """Every FEATURES item of an MLA version is a knowledge-base entry (a typo would silently drop nothing)."""
     names = {p.stem for p in (KDIR.parent / "docs" / "knowledge").rglob("*.md") if p.name != "README.md"}
     declared = 0
-    for path in sorted(KDIR.glob("mla/v*.py")):
+    for path in sorted(KDIR.glob("mla/versions/v*.py")):
         feats = load_version("mla", path.stem, kernels_dir=KDIR).features
         if feats is None:
             continue
@@ -450,7 +450,7 @@ def test_compilecheck_reports_wgmma_that_ptxas_serialised() -> None:
     """Run 13's first v36_cute: ptxas serialised every wgmma (C7520) and spec ran 46% slower; the compile
     check fails on that note and names the reason once, and a clean ptxas -v report passes."""
     _host()
-    cc = importlib.import_module("kforge_kernels.mla._cute_ptxas")
+    cc = importlib.import_module("kforge_kernels.mla.tools.cute_ptxas")
     note = ("ptxas info    : (C7520) Potential Performance Loss: wgmma.mma_async instructions are serialized due "
             "to program dependence on compiler-inserted WG.AR in divergent path in the function 'kernel_x'")
     clean = ("ptxas info    : (C7519) warpgroup.arrive is injected in around line 792 by compiler to allow use of "
@@ -464,7 +464,7 @@ def test_wgmma_loops_counts_r2ur_in_the_innermost_wgmma_loops_only() -> None:
     """v36_cute's SASS shape: the pair loop moves the shared-memory base R2 -> UR before each barrier wait; the
     outer tile loop and the try-wait retry stubs after the last EXIT (which branch back too) are not reported."""
     _host()
-    px = importlib.import_module("kforge_kernels.mla._cute_ptxas")
+    px = importlib.import_module("kforge_kernels.mla.tools.cute_ptxas")
     lines = []
 
     def emit(text: str) -> None:
@@ -492,7 +492,7 @@ def test_wgmma_loops_counts_r2ur_in_the_innermost_wgmma_loops_only() -> None:
 
 def test_sass_loop_report_says_a_tool_failure_instead_of_raising(monkeypatch, tmp_path) -> None:
     _host()
-    px = importlib.import_module("kforge_kernels.mla._cute_ptxas")
+    px = importlib.import_module("kforge_kernels.mla.tools.cute_ptxas")
     bad = tmp_path / "ptxas"
     bad.write_text("#!/bin/sh\necho 'ptxas fatal: broken' >&2\nexit 1\n")
     bad.chmod(0o755)
@@ -507,7 +507,7 @@ def test_sass_loop_report_says_a_tool_failure_instead_of_raising(monkeypatch, tm
 def test_ptxas_cache_notes_label_each_kept_kernel(monkeypatch) -> None:
     """The self-check's ptxas pass: one note per compiled function with kept PTX, labelled by kind and shape."""
     _host()
-    px = importlib.import_module("kforge_kernels.mla._cute_ptxas")
+    px = importlib.import_module("kforge_kernels.mla.tools.cute_ptxas")
 
     class Fn:
         def __init__(self, ptx: str | None) -> None:
@@ -530,18 +530,18 @@ def test_ptxas_cache_notes_label_each_kept_kernel(monkeypatch) -> None:
 
 
 def test_compilecheck_prepare_names_every_cute_version_in_order_and_refuses_unknown_ones() -> None:
-    """``_cute_compilecheck.py --prepare all`` (run 24: v1_cute-v3_cute failed on the H200 on a host error that
+    """``tools/cute_compilecheck.py --prepare all`` (run 24: v1_cute-v3_cute failed on the H200 on a host error that
     only their sm80 split path reached) walks every CuTe version, v1_cute first; a misspelt name is one sentence."""
     _host()
-    cc = importlib.import_module("kforge_kernels.mla._cute_compilecheck")
+    cc = importlib.import_module("kforge_kernels.mla.tools.cute_compilecheck")
     names = cc.version_names("all")
     assert sorted(names) == CUTE_VERSIONS and names[0] == "v1_cute"
     assert [int(n[1:].split("_")[0]) for n in names] == sorted(int(n[1:].split("_")[0]) for n in names)
     assert cc.version_names("v2_cute,v59_cute") == ["v2_cute", "v59_cute"]
     with pytest.raises(SystemExit, match="v99_cute"):
         cc.version_names("v1_cute,v99_cute")
-    with pytest.raises(SystemExit, match="_cute_host"):  # a module, not a version
-        cc.version_names("_cute_host")
+    with pytest.raises(SystemExit, match="cute.host"):  # a module, not a version
+        cc.version_names("cute.host")
     for argv in (["--prepare"], ["--prepare=all", "v1_cute"]):
         with pytest.raises(SystemExit, match="takes one argument"):
             cc.main(argv)

@@ -34,7 +34,7 @@ def softmax():
 
 def _common():
     Registry(ROOT / "kernels").kernel("mla")  # installs the kforge_kernels package
-    from kforge_kernels.mla import _cutile_common
+    from kforge_kernels.mla.cutile import common as _cutile_common
 
     return _cutile_common
 
@@ -255,7 +255,7 @@ def test_lazy_rescale_handles_a_growing_max(mla):
 # ---- v5+ cached launch plans ----------------------------------------------------------------
 def test_plan_is_built_once_per_shape_and_config(mla):
     mla.version("v5")  # installs the package
-    from kforge_kernels.mla import _cutile_plan as plan
+    from kforge_kernels.mla.cutile import plan as plan
 
     plan.clear()
     built = []
@@ -284,7 +284,7 @@ def test_plan_cache_hit_still_rejects_non_contiguous_out(mla):
     import torch
 
     mla.version("v5")
-    from kforge_kernels.mla import _cutile_plan as plan
+    from kforge_kernels.mla.cutile import plan as plan
 
     plan.clear()
     ins, outs = _mla_tensors(b=2, s=2, h=16, t=100)
@@ -313,7 +313,7 @@ def test_v6_rejects_bad_lazy_settings(mla):
 def test_sweep_variants_are_valid_configs(mla):
     import importlib.util as iu
 
-    spec = iu.spec_from_file_location("cutile_sweep", ROOT / "kernels/mla/_cutile_sweep.py")
+    spec = iu.spec_from_file_location("cutile_sweep", ROOT / "kernels/mla/tools/cutile_sweep.py")
     sweep = iu.module_from_spec(spec)
     spec.loader.exec_module(sweep)
     assert sweep.VARIANTS[: len(sweep.MANUAL)] == sweep.MANUAL and len(sweep.VARIANTS) <= 24

@@ -154,7 +154,7 @@ def test_offline_run_learns(tmp_path: Path, v1_splits: int, v2_times: dict, kind
         assert (root / "docs" / "kernels" / "toy.md").read_text() == devlog
         assert len(kb.get("split-kv").evidence_rows("local")) == 2
     assert devlog.count("### v2 (cutile-dsl, from v1)") == 1
-    assert "**Prediction:** expected Split the KV sequence across CTAs: 25% gain; measured decode" in devlog
+    assert "**Prediction:** task estimate: Split the KV sequence across CTAs: 25% gain; measured (gain) decode" in devlog
 
 
 def test_next_version_name_follows_the_design_languages_line(tmp_path: Path) -> None:

@@ -198,7 +198,7 @@ def _res(stderr: str, rc: int | None) -> RunResult:
 
 @pytest.mark.parametrize("stderr, rc, needle", [
     # the version module itself failed to import (registry: BadVersionModuleError)
-    ("KFORGE-DRIVER: error: kernels/mla/v9.py failed to import: ModuleNotFoundError: No module named 'cuda.tile'",
+    ("KFORGE-DRIVER: error: kernels/mla/versions/v9.py failed to import: ModuleNotFoundError: No module named 'cuda.tile'",
      2, "its DSL toolchain is not importable in the process ncu ran (No module named 'cuda.tile')"),
     ("KFORGE-DRIVER: raised: ImportError: cannot import name 'pipeline' from 'cutlass' (/x/cutlass/__init__.py)",
      5, "(cannot import name 'pipeline' from 'cutlass')"),

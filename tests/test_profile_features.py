@@ -55,7 +55,7 @@ def kernel(cute, cpasync, warp):
 '''
 HOST = '''
 def pick(kind):
-    """Dispatch like kernels/mla/_cute_kinds.py: only the kernel module asked for is imported."""
+    """Dispatch like kernels/mla/cute/kinds.py: only the kernel module asked for is imported."""
     if kind == "hopper":
         from kforge_kernels.tiny import _hopper as mod
     else:
@@ -126,12 +126,12 @@ def test_detectors_name_real_knowledge_entries() -> None:
 def test_the_project_cute_kernels() -> None:
     """Read-only look at kernels/mla: the sm_90 line has all three, the sm_80 line none."""
     mla = REPO / "kernels" / "mla"
-    if not (mla / "_cute_sm90.py").exists() or not (mla / "_cute_sm80.py").exists():
+    if not (mla / "cute/sm90.py").exists() or not (mla / "cute/sm80.py").exists():
         pytest.skip("kernels/mla has no CuTe sm_80/sm_90 modules in this checkout")
     # what a v4_cute..v7_cute run loads: the CTA and its consumer mixin
-    sm90 = {name: (mla / f"{name}.py").read_text() for name in ("_cute_sm90", "_cute_sm90_halfpage")}
+    sm90 = {name: (mla / "cute" / f"{name}.py").read_text() for name in ("sm90", "sm90_halfpage")}
     assert set(detect_features(sm90)) == ALL3
-    assert detect_features({"sm80": (mla / "_cute_sm80.py").read_text()}) == {}
+    assert detect_features({"sm80": (mla / "cute/sm80.py").read_text()}) == {}
     # v1_cute's own file only describes the design (docstring) and calls the host: nothing without
     # the driver's module list, rather than everything the host could dispatch to
     assert version_features(REPO / "kernels", "mla", "v1_cute") == {}
@@ -224,7 +224,7 @@ def test_report_leaves_out_what_is_applied_and_ranks_the_next(tmp_path: Path) ->
     assert [o.name for o in plain.contract.opportunities] == list(GAINS)[:3]
     assert "features" not in plain.data and "already applied" not in plain.markdown
     applied = {"tma-mbarrier-pipeline": "declared in FEATURES",
-               "wgmma-over-mma-sync": "detected `warpgroup.commit_group` in mla/_cute_sm90.py"}
+               "wgmma-over-mma-sync": "detected `warpgroup.commit_group` in mla/cute/sm90.py"}
     rep = _build(kb, applied)
     # dropped before the top 3 is cut, so the next matches move up
     assert [o.name for o in rep.contract.opportunities] == ["split-kv-combine", "exp2-folded-scale",
@@ -233,7 +233,7 @@ def test_report_leaves_out_what_is_applied_and_ranks_the_next(tmp_path: Path) ->
     assert rep.data["features"] == applied and rep.data["already_applied"][0]["trigger"] == "num_launches=2"
     assert ("3. fold-queries-into-mma-m -- est. 5% gain -- trigger: num_launches=2 -- entry: docs/knowledge/"
             "optimizations/fold-queries-into-mma-m.md\n(not ranked, already applied: wgmma-over-mma-sync, detected "
-            "`warpgroup.commit_group` in mla/_cute_sm90.py; tma-mbarrier-pipeline, declared in FEATURES)\n"
+            "`warpgroup.commit_group` in mla/cute/sm90.py; tma-mbarrier-pipeline, declared in FEATURES)\n"
             ) in rep.markdown
     assert ProfileContract.parse(rep.markdown).opportunities == rep.contract.opportunities
     assert json.loads(json.dumps(rep.data))["already_applied"] == rep.data["already_applied"]

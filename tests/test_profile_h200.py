@@ -38,7 +38,7 @@ def _records(version: str, trial: str):
 
 
 def _golden_json(version: str, trial: str) -> Path:
-    """The golden JSON of a case: gzipped where it is large (v0's 31 torch kernels), plain otherwise."""
+    """The golden JSON of a case (gzipped since the checkout-size budget; a plain one is still read)."""
     plain = GOLDEN / f"h200-mla-{version}-{trial}.json"
     return plain if plain.exists() else plain.with_name(plain.name + ".gz")
 

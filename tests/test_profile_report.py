@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import sys
 from pathlib import Path
@@ -58,7 +59,7 @@ def _pair():
 def test_golden_markdown_and_json(which: str) -> None:
     rep = dict(zip(("v0", "v1"), _pair()))[which]
     assert rep.markdown == (GOLDEN / f"synthetic-mla-{which}-decode.md").read_text()
-    want = json.loads((GOLDEN / f"synthetic-mla-{which}-decode.json").read_text())
+    want = json.loads(gzip.decompress((GOLDEN / f"synthetic-mla-{which}-decode.json.gz").read_bytes()))
     assert json.loads(json.dumps(rep.data)) == want
 
 
@@ -170,7 +171,8 @@ def _regen() -> None:  # python tests/test_profile_report.py --regen
     GOLDEN.mkdir(parents=True, exist_ok=True)
     for which, rep in zip(("v0", "v1"), _pair()):
         (GOLDEN / f"synthetic-mla-{which}-decode.md").write_text(rep.markdown)
-        (GOLDEN / f"synthetic-mla-{which}-decode.json").write_text(json.dumps(rep.data, indent=1) + "\n")
+        (GOLDEN / f"synthetic-mla-{which}-decode.json.gz").write_bytes(
+            gzip.compress((json.dumps(rep.data, indent=1) + "\n").encode(), mtime=0))
 
 
 if __name__ == "__main__" and "--regen" in sys.argv:

@@ -112,7 +112,7 @@ def test_the_cute_plan_launch_matches_the_library_call_bit_for_bit(trial: str, m
     import importlib
 
     v = _version("v59_cute")
-    plan = importlib.import_module("kforge_kernels.mla._cute_plan")
+    plan = importlib.import_module("kforge_kernels.mla.cute.plan")
     inputs, outputs, _ = _tensors(v, trial, seed=4)
     v(**inputs, **outputs)
     fast = {k: t.clone() for k, t in outputs.items()}

@@ -1,4 +1,4 @@
-"""The seesaw schedule's algebra (kernels/mla/_cute_seesaw.py), modelled in numpy on the CPU.
+"""The seesaw schedule's algebra (kernels/mla/cute/seesaw.py), modelled in numpy on the CPU.
 
 The GPU self-check and the harness test the kernel itself; this pins down the per-pair update the
 kernel implements -- two warpgroups, one shared running max exchanged as two slots, scales

@@ -20,7 +20,7 @@ KDIR = Path(__file__).resolve().parents[1] / "kernels"
 
 def _plan_module():
     load_version("mla", "v0", kernels_dir=KDIR)  # makes kforge_kernels.mla importable
-    return importlib.import_module("kforge_kernels.mla._cute_tail_plan")
+    return importlib.import_module("kforge_kernels.mla.cute.tail_plan")
 
 
 @pytest.mark.parametrize("n_tiles,pages", [(1024, 64), (133, 64), (200, 64), (265, 64), (1000, 17), (2048, 64),
@@ -76,7 +76,7 @@ def test_tail_kind_roles_per_grid() -> None:
     """The direct grid triggers the dependent launch, the tail grid merges, a merging pair (decode) is v35_cute's."""
     pytest.importorskip("cutlass.cute")
     _plan_module()  # makes kforge_kernels.mla importable
-    kinds = importlib.import_module("kforge_kernels.mla._cute_kinds")
+    kinds = importlib.import_module("kforge_kernels.mla.cute.kinds")
     cls = kinds.kernel_class("sm90_seesaw_pair_tail")
     direct, tail, pair = cls(16, 128, direct=True), cls(16, 128), cls(1, 128, direct=True, paired=True)
     assert (direct.work_table, direct.pdl_trigger, direct.fused_combine) == (True, True, False)
@@ -89,7 +89,7 @@ def test_device_state_carries_its_own_plans_table() -> None:
     """The kernel reads the work table, not the plan: each plan's state has zeroed counters, then its own items."""
     torch = pytest.importorskip("torch")
     tp = _plan_module()
-    host = importlib.import_module("kforge_kernels.mla._cute_host")
+    host = importlib.import_module("kforge_kernels.mla.cute.host")
     for edge in (3.0, 10.0):
         plan = tp.plan_tail(1024, 64, edge_pages=edge)
         got, sem, opart, lpart, b_first = host.tail_buffers(plan, 32, 32, 2048, "cpu")

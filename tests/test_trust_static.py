@@ -125,7 +125,7 @@ def test_helpers_are_followed(tmp_path):
 
 
 def test_repository_kernels_are_clean():
-    files = sorted((ROOT / "kernels").glob("*/v*.py"))
+    files = sorted((ROOT / "kernels").glob("*/v*.py")) + sorted((ROOT / "kernels").glob("*/versions/v*.py"))
     assert files, "no kernel versions found"
     for f in files:
         assert check_file(f) == [], f
@@ -138,3 +138,16 @@ def test_repository_kernels_are_clean():
 def test_adversarial_versions_are_caught_statically(name, rule):
     found = check_file(CHEATS / name, language="cutile-dsl")
     assert rule in {f.rule for f in found}, [str(f) for f in found]
+
+
+def test_helpers_in_a_library_folder_beside_versions_are_checked(tmp_path):
+    """The kernels/mla layout: versions/ imports a module of a library folder; the helper's ctypes is found."""
+    k = tmp_path / "k"
+    (k / "versions").mkdir(parents=True)
+    (k / "lib").mkdir()
+    (k / "spec.py").write_text("SPEC = None\n")
+    (k / "lib" / "helper.py").write_text("import ctypes\n\ndef launch(x):\n    return x\n")
+    (k / "versions" / "v1.py").write_text(HEAD + "from kforge_kernels.k.lib.helper import launch\n"
+                                          "def run(x, *, y, config=None):\n    return launch(y)\n")
+    found = check_file(k / "versions" / "v1.py", language="cutile-dsl")
+    assert any(f.path.endswith("helper.py") and f.rule == "forbidden-import" for f in found), [str(f) for f in found]

@@ -137,6 +137,7 @@ def _options(args: argparse.Namespace, root: Path, runs_dir: Path) -> Any:
 
 def _replay(args: argparse.Namespace, root: Path, runs_dir: Path) -> int:
     from .loop import Options, Orchestrator
+    from ..registry import version_path
     from .replayrun import RecordedSuiteRunner, compare_runs, load_source, make_scratch, replay_options
 
     if not args.replay_from:
@@ -145,7 +146,7 @@ def _replay(args: argparse.Namespace, root: Path, runs_dir: Path) -> int:
     scratch = make_scratch(source, root, Path(args.replay_root) if args.replay_root else None)
     ropts = replay_options(source)
     start = ropts.get("from_version")
-    if start and not (scratch / "kernels" / source.kernel / f"{start}.py").exists():
+    if start and not version_path(scratch / "kernels" / source.kernel, start).exists():
         raise KforgeError(f"the recorded run starts from {source.kernel} {start}, which {root / 'kernels' / source.kernel} "
                           f"lacks; replay from a checkout that has it (--root)")
     opts = Options(**ropts, root=scratch, agents=str(source.options.get("agents", "replay")))

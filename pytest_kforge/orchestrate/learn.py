@@ -88,14 +88,22 @@ def _mentions(text: str, needle: str) -> bool:
     return bool(needle) and re.search(rf"(?<![\w-]){re.escape(needle)}(?![\w-])", text, re.I) is not None
 
 
+#: a change line that reports an entry left out rather than applied
+_NOT_APPLIED = re.compile(r"\bnot\s+(?:applied|tried|used|attempted)\b|\bskipped\b|\bleft\s+out\b", re.I)
+
+
 def applied_entries(candidates: Sequence[tuple[str, str]], changes: Sequence[str]) -> dict[str, list[str]]:
     """Entry name -> the summary's change lines that applied it, for ``candidates`` = (name, title) pairs.
 
     A line naming entries applies those; a CONFIG line naming none applies the entries whose knob it
-    changed (:func:`knob_serves`); a free-text line naming none applies nothing."""
+    changed (:func:`knob_serves`); a free-text line naming none applies nothing; a line that says what was
+    *not* applied (``relax-occupancy-limit not applied: ...``, ``skipped``) applies nothing (run
+    20261206-115434-mla-165a: such a line made LEARN record an untried entry as tested)."""
     out: dict[str, list[str]] = {}
     cands = list(dict.fromkeys(candidates))
     for line in changes:
+        if _NOT_APPLIED.search(line):  # judged per change: the contract splits Changes Applied on "; "
+            continue
         named = [n for n, t in cands if _mentions(line, n) or _mentions(line, t)]
         if not named and (pc := parse_change(line)) is not None:
             named = [n for n, t in cands if knob_serves(pc[0], f"{n} {t}")]
@@ -258,7 +266,8 @@ def learn(kb: Any, *, kernel: str, parent: str, new: str, language: str, decisio
     derived = [n for n in names if n not in known and spec_for(n) is not None]  # the profiler's, from counters
     out: list[str] = [f"{n} is not a catalog entry (named by the profiler): nothing to update"
                       for n in names if n not in known and n not in derived]
-    tested = applied_entries([(n, n) for n in derived], changes)
+    # a derived opportunity is named by its name or its title (STRATEGIZE shows the title once LEARN wrote it)
+    tested = applied_entries([(n, spec.title if (spec := spec_for(n)) else n) for n in derived], changes)
     out += [learn_derived(kb, n, kernel=kernel, parent=parent, new=new, language=language, per=per, metrics=metrics,
                           changes=tested[n], kept=bool(decision.get("kept")), gpu=gpu) if n in tested else
             f"{n} (derived from counters) was planned but not applied: nothing learned about it" for n in derived]
@@ -371,6 +380,22 @@ def append_devlog_entry(devlog: Path, entry: str) -> None:
 def _num(x: Any) -> str:
     """One decimal for a measured number (``130.9``), ``n/a`` when it was not measured."""
     return f"{float(x):.1f}" if isinstance(x, (int, float)) and not isinstance(x, bool) else "n/a"
+
+
+def designer_prediction(version_file: Path) -> str:
+    """The version's own prediction: the docstring paragraph that starts with ``Prediction`` (the design skills ask
+    for one, written before the first run), one line, or "" when the file has none."""
+    import ast
+
+    try:
+        doc = ast.get_docstring(ast.parse(version_file.read_text(encoding="utf-8"))) or ""
+    except (OSError, SyntaxError, ValueError):
+        return ""
+    for para in doc.split("\n\n"):
+        if para.lstrip().lower().startswith("prediction"):
+            text = " ".join(para.split())
+            return text.split(":", 1)[1].strip() if ":" in text[:60] else text
+    return ""
 
 
 def devlog_entry(*, new: str, parent: str, language: str, changes: list[str], rationale: list[str],

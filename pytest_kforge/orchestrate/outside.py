@@ -28,7 +28,8 @@ class OutsideWrites:
     def __init__(self, root: Path, kernel: str, kernels_dir: Path | None = None) -> None:
         self.root = Path(root).resolve()
         kdir = Path(kernels_dir or self.root / "kernels").resolve() / kernel
-        self.watch = [p for p in (self.root / "docs", self.root / "reports" / kernel, kdir)
+        # agents/: LEARN's new knowledge entries re-sync the optimisation catalog (agents/skills/.../SKILL.md)
+        self.watch = [p for p in (self.root / "docs", self.root / "reports" / kernel, kdir, self.root / "agents")
                       if p.is_relative_to(self.root)]
         self.before = self._snap()
 

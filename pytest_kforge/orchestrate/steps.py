@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ..best import best_path, best_version
 from ..errors import KforgeError
 from ..fsutil import atomic_write_text, replace_marked_block
+from ..registry import version_path
 from . import compat, learn, strategy
 from .agents.base import AgentContext, DesignImpossible
 from .agents.offline import (OfflineProfiler, literal_config, metrics_from_contract, next_version_name,
@@ -302,11 +303,11 @@ class Steps:
             return {"task": task.to_dict(), "stop": str(exc), "iteration_stop": i, "line": f"no design: {exc}"}
         finally:
             self._record(key, "designer", actx)
-        path = self.o.kernels_dir / self.o.kernel / f"{summary.version}.py"  # type: ignore[operator]
+        path = version_path(self.o.kernels_dir / self.o.kernel, summary.version)  # type: ignore[operator]
         if summary.version != new or not path.exists():
             raise KforgeError(f"the designer reported {summary.version} but {path} "
                               f"{'does not exist' if not path.exists() else 'was not the planned ' + new}; the "
-                              f"designer must create kernels/{self.o.kernel}/{new}.py")
+                              f"designer must create {version_path(self.o.kernels_dir / self.o.kernel, new)}")  # type: ignore[operator]
         return {"task": task.to_dict(), "task_md": task.render(), "summary": summary.to_dict(),
                 "line": f"{new} from {current}: {'; '.join(summary.changes)} (designer says {summary.correctness})"}
 
@@ -388,7 +389,7 @@ class Steps:
         metrics = self.ctx.get("profiles_by_version", {}).get(new, {})
         metrics = {t: self._metrics(c) for t, c in metrics.items()}
         results = self._results(self.ctx["verify"].get("results_path")) or {}
-        _par, parent_config = literal_config(self.o.kernels_dir / self.o.kernel / f"{current_before}.py")  # type: ignore[operator]
+        _par, parent_config = literal_config(version_path(self.o.kernels_dir / self.o.kernel, current_before))  # type: ignore[operator]
         updates = learn.learn(self.kb, kernel=self.o.kernel, parent=current_before, new=new,
                               language=self.ctx["design_language"], decision=d,
                               planned=[{"name": p["entry"], "title": p["name"]} for p in planned], changes=changes,
@@ -403,12 +404,16 @@ class Steps:
             rationale.append(f"Planned but not applied by the designer: {', '.join(skipped)}.")
         elif planned and not applied:
             rationale.append("The designer's summary names none of these entries, so LEARN updated none of them.")
-        gains = [f"{t} {v['gain_pct']:+.0f}%" for t, v in d.get("per_trial", {}).items()]
+        gains = [f"{t} {v['gain_pct']:+.1f}%" for t, v in d.get("per_trial", {}).items()]
         est = ", ".join(f"{p['name']}: {p['rationale'].split('est. ')[-1]}" for p in why_src if p.get("entry")) \
             or "a gain beyond noise"
+        # the designer's own prediction (its version file) beside the task's estimate: predicted vs measured
+        own = learn.designer_prediction(version_path(self.o.kernels_dir / self.o.kernel, new))  # type: ignore[operator]
+        prediction = (f"designer: {own} Task estimate: {est}" if own else f"task estimate: {est}") + \
+            f"; measured (gain) {', '.join(gains) or 'n/a'}"
         entry = learn.devlog_entry(
             new=new, parent=current_before, language=self.ctx["design_language"], changes=changes,
-            rationale=rationale, prediction=f"expected {est}; measured {', '.join(gains) or 'n/a'}", decision=d,
+            rationale=rationale, prediction=prediction, decision=d,
             rows=rows_by_trial(results, new), metrics=metrics, command=self.ctx["verify"].get("command", ""),
             run_id=self.state.run_id)
         learn.append_devlog_entry(self.devlog, entry)

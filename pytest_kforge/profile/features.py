@@ -31,7 +31,7 @@ import tokenize
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from pytest_kforge.registry import _PKG
+from pytest_kforge.registry import _PKG, module_file, version_path
 
 __all__ = ["Detector", "DETECTORS", "code_text", "detect_features", "declared_features",
            "module_files", "direct_imports", "version_features"]
@@ -100,7 +100,7 @@ def code_text(source: str) -> str:
 
 def detect_features(sources: Mapping[str, str], detectors: Sequence[Detector] = DETECTORS) -> dict[str, str]:
     """``{feature: evidence}`` for the detectors whose every group matches the code of ``sources``
-    (``{label: source text}``); evidence reads ``detected `PipelineTmaAsync` in mla/_cute_sm90.py``."""
+    (``{label: source text}``); evidence reads ``detected `PipelineTmaAsync` in mla/cute/sm90.py``."""
     code = {label: code_text(text) for label, text in sources.items()}
     found: dict[str, str] = {}
     for det in detectors:
@@ -151,14 +151,9 @@ def module_files(names: Iterable[str], kernels_dir: str | Path) -> list[Path]:
     root = Path(kernels_dir).resolve()
     out: list[Path] = []
     for name in names:
-        parts = name.strip().split(".")
-        if len(parts) < 3 or parts[0] != _PKG or not all(p.isidentifier() for p in parts[1:]):
-            continue
-        base = root.joinpath(*parts[1:])
-        for cand in (base.with_suffix(".py"), base / "__init__.py"):
-            if cand.is_file() and cand not in out:
-                out.append(cand)
-                break
+        cand = module_file(root, name)
+        if cand is not None and cand not in out:
+            out.append(cand)
     return out
 
 
@@ -193,7 +188,7 @@ def version_features(kernels_dir: str | Path, kernel: str, version: str, *,
     ``declared`` is the loaded module's ``FEATURES`` (None: not declared, or not importable here:
     then the file is read); ``loaded`` the module names the profiling driver reported.
     """
-    path = Path(kernels_dir) / kernel / f"{version}.py"
+    path = version_path(Path(kernels_dir) / kernel, version)
     if declared is None:
         declared = declared_features(path)
     if declared is not None:

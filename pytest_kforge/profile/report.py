@@ -305,15 +305,18 @@ def write_report(report: ProfileReport, out_dir: str | Path) -> tuple[Path, Path
 def load_report_json(path: str | Path) -> dict[str, Any] | None:
     """A report's JSON twin from ``path`` (``.json`` or ``.json.gz``); a ``<trial>.json`` path that does not
     exist falls back to its ``.json.gz`` sibling.  None when neither exists or the file does not parse."""
-    p = Path(path)
-    if not p.exists() and p.suffix == ".json":
-        p = p.with_name(p.name + ".gz")
-    if not p.exists():
-        return None
-    from pytest_kforge.fsutil import read_text_gz
+    import gzip
 
+    from pytest_kforge import artifacts
+
+    p = Path(path)
+    if not artifacts.exists(p) and p.suffix == ".json":
+        p = p.with_name(p.name + ".gz")
+    if not artifacts.exists(p):
+        return None
     try:
-        return json.loads(read_text_gz(p))
+        raw = artifacts.read_bytes(p)  # loose, or packed in a reports archive (the README's artifact policy)
+        return json.loads(gzip.decompress(raw) if p.name.endswith(".gz") else raw)
     except (OSError, ValueError, EOFError):
         return None
 
@@ -334,8 +337,10 @@ def perf_block(reports_dir: str | Path, kernel: str, *, link_base: str = "../../
 
     root = Path(reports_dir) / kernel
     rows = []
+    from pytest_kforge import artifacts
+
     twins = {(p.parent.name, p.name.split(".")[0]): p for p in root.glob("*/*.json")}
-    twins.update({(p.parent.name, p.name.split(".")[0]): p for p in root.glob("*/*.json.gz")})  # gz wins
+    twins.update({(p.parent.name, p.name.split(".")[0]): p for p in artifacts.glob(root, "*/*.json.gz")})  # gz wins
     for key in sorted(twins, key=lambda k: (version_sort_key(k[0]), k[1])):
         d = load_report_json(twins[key])
         if not d or "contract" not in d:

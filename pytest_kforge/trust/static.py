@@ -24,7 +24,6 @@ and call patterns) and the allow-list matching are in :mod:`.static_rules`.
 from __future__ import annotations
 
 import ast
-import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -310,10 +309,28 @@ def check_source(source: str, *, language: str | None = None, path: str = "<vers
     return result
 
 
-_SIBLING_RE = re.compile(r"^(?:kforge_kernels\.[A-Za-z0-9_]+|\.)\.?([A-Za-z_][A-Za-z0-9_]*)")
+def _kernel_root(folder: Path) -> Path:
+    """The kernel folder a file in ``folder`` belongs to (the nearest one up with a ``spec.py``), else ``folder``."""
+    for d in (folder, *list(folder.parents)[:2]):
+        if (d / "spec.py").is_file():
+            return d
+    return folder
+
+
+def _module_candidates(module: str, folder: Path) -> list[Path]:
+    """Files that ``module`` (``kforge_kernels.<kernel>.a.b...`` or relative ``.a``) may name, longest path first:
+    a name imported from a package (``from kforge_kernels.mla.cute import host``) is a module too."""
+    if module.startswith("."):
+        parts, bases = [p for p in module.lstrip(".").split(".") if p], [folder]
+    else:
+        parts = module.split(".")[2:]
+        root = _kernel_root(folder)
+        bases = [root] + ([root / "versions"] if (root / "versions").is_dir() else [])
+    return [base.joinpath(*parts[:n]).with_suffix(".py") for n in range(len(parts), 0, -1) for base in bases]
 
 
 def _siblings(source: str, folder: Path) -> list[Path]:
+    """The kernel-folder modules ``source`` imports (the helpers its hot path may reach)."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
@@ -328,11 +345,11 @@ def _siblings(source: str, folder: Path) -> list[Path]:
         elif isinstance(n, ast.Import):
             mods = [a.name for a in n.names]
         for m in mods:
-            hit = _SIBLING_RE.match(m) if (m.startswith(".") or m.startswith("kforge_kernels.")) else None
-            if hit:
-                candidate = folder / f"{hit.group(1)}.py"
-                if candidate.is_file() and candidate.stem not in ("spec", "v0"):
-                    out.append(candidate)
+            if not (m.startswith(".") or m.startswith("kforge_kernels.")):
+                continue
+            candidate = next((c for c in _module_candidates(m, folder) if c.is_file()), None)
+            if candidate is not None and candidate.stem not in ("spec", "v0"):
+                out.append(candidate)
     return out
 
 

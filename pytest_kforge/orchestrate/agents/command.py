@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import KforgeError
+from ...registry import version_path
 from .. import compat
 from .allowlist import Allowlist, diff_trees, tree_snapshot
 from .base import AgentContext, ask_with_contract, design_prompt, expecting, profile_prompt
@@ -132,7 +133,7 @@ class CommandDesigner(_CommandAgent):
 
     def design(self, task: Any, *, context: AgentContext) -> Any:
         files = exchange_files(context, "designer")
-        vfile = Path(context.kernels_dir) / task.kernel / f"{task.new_version}.py"
+        vfile = version_path(Path(context.kernels_dir) / task.kernel, task.new_version)
         parse = declared_paths_allowed(expecting(compat.contracts.NewVersionSummary.parse, task.kernel,
                                                  task.new_version), self._allowlist(context, files.dir))
         return self._exchange(context, "designer", prompt=design_prompt(task, context.language), task=task.render(),

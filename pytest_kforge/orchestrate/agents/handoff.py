@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ...fsutil import atomic_write_text
+from ...registry import version_path
 from .. import compat
 from .allowlist import Allowlist
 from .base import AgentContext, AwaitingAgent, design_prompt, expecting
@@ -45,7 +46,7 @@ class HandoffDesigner:
     def design(self, task: Any, *, context: AgentContext) -> Any:
         files = exchange_files(context, "designer")
         root = Path(context.root).resolve()
-        vfile = Path(context.kernels_dir) / task.kernel / f"{task.new_version}.py"
+        vfile = version_path(Path(context.kernels_dir) / task.kernel, task.new_version)
         vrel = files.show(vfile)
         prompt = design_prompt(task, context.language)
         reply_exists = files.reply.exists()

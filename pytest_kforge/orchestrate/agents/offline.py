@@ -24,6 +24,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ...registry import version_path, versions_dir
 from .. import compat
 from ..select import control_level
 from .base import AgentContext, DesignImpossible, clean
@@ -118,9 +119,12 @@ class OfflineProfiler:
 
         reports = context.reports_dir or (context.root / "reports")
         path = report_json_path(reports / kernel / version, trial)
-        if not path.exists() and context.can_profile and context.runner is not None:
+        from pytest_kforge import artifacts
+
+        if not artifacts.exists(path) and context.can_profile and context.runner is not None:
             # every trial of the step still unprofiled, in one run: one start-up and compile, not one per trial
-            todo = tuple(t for t in context.trials if not report_json_path(reports / kernel / version, t).exists())
+            todo = tuple(t for t in context.trials
+                         if not artifacts.exists(report_json_path(reports / kernel / version, t)))
             out = context.runner.profile(kernel, version, out_dir=reports, timeout_s=context.timeout_s,
                                          trials=todo if trial in todo else (trial,))
             context.exchange.setdefault("commands", []).append(out.command)
@@ -288,7 +292,7 @@ def literal_config(path: Path) -> tuple[str | None, dict[str, Any]]:
 
 def tried_configs(kernel_dir: Path, exclude: str = "") -> list[dict[str, Any]]:
     """Every existing version's CONFIG counts as tried: never re-create a sibling or an ancestor."""
-    return [cfg for p in sorted(kernel_dir.glob("v*.py")) for _par, cfg in [literal_config(p)]
+    return [cfg for p in sorted(versions_dir(kernel_dir).glob("v*.py")) for _par, cfg in [literal_config(p)]
             if p.stem != exclude and cfg]
 
 
@@ -313,7 +317,7 @@ def next_version_name(kernel_dir: Path, language: str | None = None) -> str:
     cute-dsl, none for cutile-dsl) and one more than that line's highest number (``v60_cute`` ->
     ``v61_cute``, ``v11`` -> ``v12``).  Without ``language``, or with no version in it yet: one more
     than the highest number of any version, unsuffixed."""
-    names = [(p, m) for p in kernel_dir.glob("v*.py") if (m := _NAME_RE.match(p.stem))]
+    names = [(p, m) for p in versions_dir(kernel_dir).glob("v*.py") if (m := _NAME_RE.match(p.stem))]
     suffix = None
     if language:
         found = [m.group(2) or "" for p, m in names if literal_language(p) == language]
@@ -353,7 +357,7 @@ class OfflineDesigner:
         guard = compat.PathGuard(context.root, allowed=(f"{context.kernels_dir.relative_to(context.root)}/"
                                                         f"{task.kernel}/", "docs/")) \
             if context.kernels_dir.is_relative_to(context.root) else None
-        rel = f"{task.new_version}.py"
+        rel = version_path(kdir, task.new_version).relative_to(kdir).as_posix()
         target = guard.resolve_for_write(str((kdir / rel).relative_to(context.root))) if guard else kdir / rel
         from ...fsutil import atomic_write_text
 

@@ -23,15 +23,16 @@ _MAX_FILE = 400_000  # a version or helper module is far smaller; a bigger file 
 
 
 def snapshot(folder: Path) -> dict[str, tuple[int, int]]:
-    """``{name: (size, mtime_ns)}`` of the files directly in ``folder`` (versions and helpers are flat)."""
+    """``{path relative to folder: (size, mtime_ns)}`` of the ``.py`` files in ``folder`` and below (a kernel keeps
+    its versions in ``versions/`` and its libraries in ``cute/``, ``cutile/``: a flat listing missed them all)."""
     if not folder.is_dir():
         return {}
-    return {p.name: (st.st_size, st.st_mtime_ns) for p in folder.iterdir()
-            if p.is_file() and p.suffix == ".py" and (st := p.stat())}
+    return {p.relative_to(folder).as_posix(): (st.st_size, st.st_mtime_ns) for p in folder.rglob("*.py")
+            if p.is_file() and "__pycache__" not in p.parts and (st := p.stat())}
 
 
 def kernel_files(root: Path, kernel_dir: Path, names: list[str]) -> dict[str, str]:
-    """``{path relative to root: text}`` of ``names`` in ``kernel_dir`` (skipping missing or huge ones)."""
+    """``{path relative to root: text}`` of ``names`` (relative to ``kernel_dir``), skipping missing or huge ones."""
     out: dict[str, str] = {}
     for n in sorted(set(names)):
         p = kernel_dir / n
@@ -75,8 +76,9 @@ class RecordedDesigner(_Recorded):
         summary = self.inner.design(task, context=context)
         after = snapshot(kdir)
         changed = [n for n, sig in after.items() if before.get(n) != sig]
-        declared = [Path(p).name for p in [*summary.files_created, *summary.files_modified]
-                    if (Path(context.root) / p).resolve().parent == kdir.resolve()]
+        declared = [(Path(context.root) / p).resolve().relative_to(kdir.resolve()).as_posix()
+                    for p in [*summary.files_created, *summary.files_modified]
+                    if (Path(context.root) / p).resolve().is_relative_to(kdir.resolve())]
         context.exchange["files"] = kernel_files(Path(context.root), kdir, [*changed, *declared])
         if not context.exchange.get("replies"):
             context.exchange["replies"] = [summary.render()]
