@@ -35,7 +35,7 @@ def _results_files() -> list[Path]:
 
 def test_every_committed_results_json_loads_and_round_trips() -> None:
     files = _results_files()
-    assert len(files) >= 50  # runs 1-28
+    assert len(files) >= 20  # runs 19-30 (runs 1-18: archives that left the tree, docs/kernels/runs/README.md)
     for path in files:
         data = _raw(path)
         run = load_results(path)
