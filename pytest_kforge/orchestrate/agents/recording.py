@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from .allowlist import tree_snapshot
 from .base import AgentContext
 
 __all__ = ["RecordedProfiler", "RecordedDesigner", "kernel_files", "snapshot"]
@@ -27,8 +28,7 @@ def snapshot(folder: Path) -> dict[str, tuple[int, int]]:
     its versions in ``versions/`` and its libraries in ``cute/``, ``cutile/``: a flat listing missed them all)."""
     if not folder.is_dir():
         return {}
-    return {p.relative_to(folder).as_posix(): (st.st_size, st.st_mtime_ns) for p in folder.rglob("*.py")
-            if p.is_file() and "__pycache__" not in p.parts and (st := p.stat())}
+    return {k: v for k, v in tree_snapshot(folder).items() if k.endswith(".py")}
 
 
 def kernel_files(root: Path, kernel_dir: Path, names: list[str]) -> dict[str, str]:
