@@ -8,6 +8,7 @@ accepts that form, rewrites it and hands over to ``pytest.main``::
     kforge --version=v4,v5                     ->  pytest --kernel <default_kernel> --kernel-version v4,v5
     kforge --version                           ->  prints pytest-kforge's version
 
+``kforge new-kernel NAME [--kernels-dir DIR] [--force]`` scaffolds a kernel (:mod:`pytest_kforge.scaffold`).
 Everything else is passed to pytest unchanged.
 """
 
@@ -78,6 +79,10 @@ def _default_kernel() -> str | None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``kforge`` script; returns pytest's exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] == "new-kernel":
+        from . import scaffold
+
+        return scaffold.main(args[1:])
     if args == ["--version"]:
         from . import __version__
 

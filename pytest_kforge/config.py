@@ -6,8 +6,8 @@ exist.  Every key is optional::
     [tool.kforge]
     kernels_dir = "kernels"          # relative to the file that sets it
     default_kernel = "mla"           # used by the kforge CLI when --kernel is omitted
-    peak_bandwidth_tbs = 4.3         # roofline ceilings (the H200's measured ones)
-    peak_tflops = 790.0
+    peak_bandwidth_tbs = 4.3         # roofline ceilings; when unset, the GPU's calibrated or shipped figures
+    peak_tflops = 790.0              # (python -m pytest_kforge.calibrate), else the H200's measured ones
     rounds = 100                     # timed rounds per trial config
     warmup = 10                      # untimed launches before timing
     clock_guard_pct = 99.0           # re-take rounds the GPU ran throttled below 99% of its max clock (0: off)
@@ -73,6 +73,8 @@ class KforgeConfig:
     trials: tuple[str, ...] | None = None
     trial_matrix: Mapping[str, Mapping[str, Mapping[str, int]]] = dataclasses.field(default_factory=dict)
     source: Path | None = None
+    #: the keys the file set (the rest are defaults): a peak_* set here wins over the GPU's calibration
+    explicit_keys: frozenset[str] = frozenset()
 
 
 def find_config_file(start: Path) -> tuple[Path, dict[str, Any]] | None:
@@ -105,7 +107,7 @@ def load_config(rootdir: str | Path) -> KforgeConfig:
         return KforgeConfig(kernels_dir=root / "kernels")
     path, table = found
     where = f"[tool.kforge] of {path}" if path.name == "pyproject.toml" else str(path)
-    kwargs: dict[str, Any] = {"source": path}
+    kwargs: dict[str, Any] = {"source": path, "explicit_keys": frozenset(table)}
     for key, value in table.items():
         if key not in _KNOWN:
             raise ConfigError(f"{where}: unknown key {key!r}; known keys are {', '.join(sorted(_KNOWN))}")

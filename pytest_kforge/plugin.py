@@ -24,6 +24,8 @@ __all__ = ["SESSION_KEY"]  # defined in .session (collect.py reads it without im
 
 _NAME = r"[a-z][a-z0-9_]*"
 _VERSION = r"v\d+(?:_[a-z0-9_]+)?"
+#: the header's roofline phrase: the figures and where they came from (pytest_kforge.calibrate.roofline_for)
+_ROOFLINE_KEY = pytest.StashKey[str]()
 
 
 # ---- validators: each error says what is wrong and what is expected ---------------------------------
@@ -136,9 +138,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--kforge-json", metavar="PATH", type=Path, default=None,
                 help="write the suite's results JSON to PATH")
     g.addoption("--kforge-peak-tbs", metavar="TB/S", type=_positive_float, default=None,
-                help="roofline memory bandwidth (default 4.3 or [tool.kforge] peak_bandwidth_tbs)")
+                help="roofline memory bandwidth (default: [tool.kforge] peak_bandwidth_tbs, else this GPU's "
+                     "calibration, python -m pytest_kforge.calibrate, else the H200's 4.3)")
     g.addoption("--kforge-peak-tflops", metavar="TFLOP/S", type=_positive_float, default=None,
-                help="roofline compute peak (default 790 or [tool.kforge] peak_tflops)")
+                help="roofline compute peak (default: [tool.kforge] peak_tflops, else this GPU's calibration, "
+                     "else the H200's 790)")
     g.addoption("--kforge-no-bench", action="store_true", default=False,
                 help="correctness only: do not collect the trial benchmarks")
     g.addoption("--kforge-examples", metavar="N", type=_int_at_least(1), default=None,
@@ -166,10 +170,10 @@ def _default_examples(cfg: Any, device: str) -> int:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    from .calibrate import device_name, roofline_for
     from .config import load_config
     from .errors import KforgeError
     from .session import select
-    from .spec import Roofline
 
     for line in ("kforge_correctness: a kforge correctness test", "kforge_trial: a kforge trial benchmark",
                  "gpu: needs a CUDA GPU (skipped with a reason on CPU)"):
@@ -191,6 +195,12 @@ def pytest_configure(config: pytest.Config) -> None:
     seed = opt.kforge_seed if opt.kforge_seed is not None else workerinput.get("kforge_seed")
     seed = seed if seed is not None else secrets.randbelow(2**31)
     device = _resolve_device(opt.kforge_device) if selection else opt.kforge_device
+    try:  # per-GPU ceilings (pytest_kforge.calibrate); a CPU run looks nothing up
+        roofline, roofline_line = roofline_for(device_name(device) if selection else None, cfg,
+                                               (opt.kforge_peak_tbs, opt.kforge_peak_tflops))
+    except KforgeError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    config.stash[_ROOFLINE_KEY] = roofline_line
     ks = KforgeSession(
         cfg, selection, seed=int(seed), device=device, device_explicit=opt.kforge_device != "auto",
         rounds=opt.kforge_rounds or cfg.rounds,
@@ -198,8 +208,7 @@ def pytest_configure(config: pytest.Config) -> None:
         clock_guard_pct=opt.kforge_clock_guard if opt.kforge_clock_guard is not None else cfg.clock_guard_pct,
         clock_witness_ms=(opt.kforge_clock_witness if opt.kforge_clock_witness is not None
                           else cfg.clock_witness_ms),
-        roofline=Roofline((opt.kforge_peak_tbs or cfg.peak_bandwidth_tbs) * 1e12,
-                          (opt.kforge_peak_tflops or cfg.peak_tflops) * 1e12),
+        roofline=roofline,
         fuzz_examples=opt.kforge_examples or _default_examples(cfg, device),
         bench=not opt.kforge_no_bench, json_path=opt.kforge_json,
     )
@@ -247,8 +256,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         f"kforge: kernel {sel.kernel.name}, versions {', '.join(v.name for v in sel.versions)}, "
         f"trials {', '.join(t.id for t in sel.trials)}, device {where}",
         f"kforge: seed {ks.seed} (reproduce with --kforge-seed {ks.seed}); rounds {ks.rounds}, "
-        f"warm-up {ks.warmup}; clock guard {_guard_text(ks)}; roofline {ks.roofline.bandwidth_bytes_per_s / 1e12:g} TB/s, "
-        f"{ks.roofline.flops_per_s / 1e12:g} TFLOP/s",
+        f"warm-up {ks.warmup}; clock guard {_guard_text(ks)}; {config.stash.get(_ROOFLINE_KEY, 'roofline ?')}",
     ]
 
 

@@ -8,10 +8,13 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-LIMIT = 4_000_000  # bytes of tracked files
+# bytes of tracked files: a GPU call carries at most 64 MiB (67.1 MB) and the cuTile part alone takes 58 MB, so the
+# checkout must stay under ~6 MB; 4.5 MB leaves room for a call's untracked inputs (issue 36 added a third kernel,
+# the scaffold, calibration and export: the 4 MB budget of stop 43 had 23 KB left)
+LIMIT = 4_500_000
 
 
-def test_tracked_files_stay_under_four_megabytes() -> None:
+def test_tracked_files_stay_under_the_budget() -> None:
     try:
         out = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
     except (OSError, subprocess.CalledProcessError):

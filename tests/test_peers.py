@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[1]
 MLA = load_kernel("mla", REPO / "kernels")
 
 
-@pytest.mark.parametrize("name", sorted(PEERS))
+@pytest.mark.parametrize("name", sorted(n for n, p in PEERS.items() if p.kernel == "mla"))
 def test_peer_follows_the_version_contract(name: str) -> None:
     mod = get_peer(name).load()
     sig = inspect.signature(mod.run)
@@ -185,3 +185,20 @@ def test_compare_reports_an_unsupported_cell_without_checking_or_timing_it(
     cells = json.loads((tmp_path / "t.json").read_text())["rows"][0]["cells"]
     assert cells["decode"]["correct"] is True and cells["decode"]["median_us"] > 0
     assert cells["spec"]["correct"] is None and cells["spec"]["median_us"] is None
+
+
+@pytest.mark.parametrize("name", sorted(n for n, p in PEERS.items() if p.kernel == "rmsnorm_fp8"))
+def test_rmsnorm_peer_follows_its_kernels_contract(name: str) -> None:
+    """A peer of another kernel takes that kernel's inputs and outputs (and eager torch is correct on CPU)."""
+    spec = load_kernel("rmsnorm_fp8", REPO / "kernels").spec
+    sig = inspect.signature(get_peer(name).load().run)
+    assert list(sig.parameters)[:3] == list(spec.input_names)
+    kw_only = {n for n, p in sig.parameters.items() if p.kind is inspect.Parameter.KEYWORD_ONLY}
+    assert {"q", "scale", "config"} <= kw_only
+    if get_peer(name).config.get("mode") == "eager":
+        params = {"t": 5, "d": 384}
+        inputs = spec.make_inputs(params, seed=3)
+        outputs = spec.alloc_outputs(params)
+        poison_(outputs)
+        get_peer(name).run(**inputs, **outputs)
+        assert all(r.ok for r in spec.compare(outputs, spec.reference(inputs))), "eager peer is wrong on CPU"

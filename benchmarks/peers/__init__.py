@@ -1,6 +1,6 @@
 """Peers: outside implementations of a kernel, callable exactly like one of its versions.
 
-A peer module defines, for the MLA contract of ``kernels/mla/spec.py``::
+A peer module defines, for its kernel's contract (MLA's here, ``kernels/mla/spec.py``)::
 
     available(config=None) -> str | None      # why it cannot run here (one line), or None
     prepare(q, kv_cache, block_table, cache_seqlens, softmax_scale, *, config=None) -> None
@@ -98,6 +98,10 @@ PEERS: dict[str, Peer] = {
              "FlashInfer 0.5.3 BatchMLAPagedAttentionWrapper, backend fa3 (Hopper)"),
         Peer("flashinfer_fa2", "mla", "flashinfer_mla", {"backend": "fa2"},
              "FlashInfer 0.5.3 BatchMLAPagedAttentionWrapper, backend fa2"),
+        Peer("torch_eager", "rmsnorm_fp8", "torch_rmsnorm_fp8", {"mode": "eager"},
+             "torch float32 eager ops (rsqrt, mean, amax, cast): one kernel per op"),
+        Peer("torch_compile", "rmsnorm_fp8", "torch_rmsnorm_fp8", {"mode": "compile"},
+             "the same torch function through torch.compile (Inductor-generated Triton kernels)"),
         Peer("flashmla", "mla", "flashmla", {},
              "DeepSeek FlashMLA (9241ae3) dense decode, sm90; built from source on the GPU machine"),
     )

@@ -207,9 +207,15 @@ def _join(*parts: str) -> str:
 
 def derive(m: Mapping[str, float], records: Sequence[KernelRecord] = (), *,
            peers: Mapping[str, Sequence[KernelRecord]] | None = None, min_bytes: float | None = None,
-           bandwidth: float = 4.3e12) -> list[Derived]:
+           bandwidth: float | None = None) -> list[Derived]:
     """Every rule of the module table that fires on metrics ``m`` (which carry :func:`derived_metrics`),
-    best estimate first; ``records`` (and ``peers``' records) feed the evidence lines."""
+    best estimate first; ``records`` (and ``peers``' records) feed the evidence lines.  ``bandwidth`` (bytes/s)
+    prices extra DRAM traffic: the run's roofline (:func:`pytest_kforge.calibrate.roofline_for`), else the
+    :class:`~pytest_kforge.spec.Roofline` default."""
+    if bandwidth is None:
+        from pytest_kforge.spec import Roofline
+
+        bandwidth = Roofline().bandwidth_bytes_per_s
     dom = _longest(records) if records else None
     got: list[Derived] = []
 

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# One device call for the rmsnorm_fp8 kernel (issue 36), run ON THE GPU MACHINE from the repository root once
+# the cuTile, CuTe DSL and peers parts are staged and /tmp/kforge-gpu/env.sh is sourced (../shared/gpu/README.md):
+#   calibration of this GPU, the suite of every version (correctness, fuzz, trials; pytest-benchmark storage),
+#   versions beside the torch peers on the three trials, ncu profile-contract reports of the given versions.
+#   bash scripts/rmsnorm_gpu.sh [PROFILE=v1_cute,v1] [STEP_S=520]
+# Everything lands in $OUT (logs, suite.json, peers.md/json, reports/, bench/); a step with < 15 s left is skipped.
+set -u
+for kv in "$@"; do export "${kv?}"; done
+OUT=${OUT:-/tmp/kf-out}; mkdir -p "$OUT"
+T0=$(date +%s)
+left() { echo $(( ${STEP_S:-520} - ($(date +%s) - T0) )); }
+step() {
+    local name=$1 cap=$2; shift 2
+    local l; l=$(left)
+    if [ "$l" -lt 15 ]; then echo "== $name: skipped (${l} s left)"; return; fi
+    [ "$cap" -gt "$l" ] && cap=$l
+    echo "== $name (cap ${cap} s): $*"
+    local t=$(date +%s)
+    timeout "$cap" "$@" > "$OUT/$name.log" 2>&1
+    local rc=$?
+    [ $rc -eq 124 ] && echo "   TIME CAP HIT"
+    echo "   rc=$rc in $(( $(date +%s) - t )) s; tail:"; tail -4 "$OUT/$name.log" | sed 's/^/   /'
+}
+nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader
+step calibrate 90 python3 -m pytest_kforge.calibrate --out "$OUT/calibration.json"
+step suite 260 python3 -m pytest -p no:cacheprovider -q -rs --kernel rmsnorm_fp8 --kforge-json "$OUT/suite.json" \
+    --benchmark-storage="file://$OUT/bench" --benchmark-save=rmsnorm_fp8 -n 4 --kforge-workers-per-gpu 4
+step compare 150 python3 -m benchmarks.compare --kernel rmsnorm_fp8 --versions v0,v1,v2,v1_cute,v2_cute \
+    --peers torch_eager,torch_compile --trial prefill,decode,qlora --out "$OUT/peers.md" --json "$OUT/peers.json"
+for v in ${PROFILE//,/ }; do
+    step "profile-$v" 90 python3 -m pytest_kforge.profile --kernel rmsnorm_fp8 --version "$v" --trial prefill,decode \
+        --out "$OUT/reports" --no-devlog --bench-json "$OUT/suite.json"
+done
+echo "== done in $(( $(date +%s) - T0 )) s"
