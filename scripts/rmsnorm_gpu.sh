@@ -33,3 +33,5 @@ for v in ${PROFILE//,/ }; do
         --out "$OUT/reports" --no-devlog --bench-json "$OUT/suite.json"
 done
 echo "== done in $(( $(date +%s) - T0 )) s"
+# the device returns a limited number of files: everything but the logs travels as one archive
+(cd "$OUT" && tar czf "$OUT/rmsnorm-run.tgz" suite.json bench reports peers.json 2>/dev/null && rm -rf bench reports)
