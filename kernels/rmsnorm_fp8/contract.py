@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-GROUP = 128
+from kforge_kernels.rmsnorm_fp8.spec import GROUP
 
 
 def check(x: Any, weight: Any, q: Any, scale: Any) -> tuple[int, int]:

@@ -42,6 +42,8 @@ def compiled_for(tag: str, cls: Any, d: int, threads: int) -> Any:
 def version_functions(tag: str, kernel_cls: Callable[[], Any], config: Mapping[str, Any]) -> tuple[Any, Any, Any]:
     """``supports, prepare, run`` of a CuTe version whose kernel class ``kernel_cls()`` returns."""
 
+    cfg_default = int(config["threads"])
+
     def supports(params: Mapping[str, int]) -> str | None:
         if int(params["d"]) % GROUP:
             return f"d={params['d']} is no multiple of the {GROUP}-wide quantisation group"
@@ -53,11 +55,10 @@ def version_functions(tag: str, kernel_cls: Callable[[], Any], config: Mapping[s
 
     def run(x: Any, weight: Any, eps: float, *, q: Any, scale: Any, config: Mapping[str, Any] | None = None):
         try:
-            import cutlass  # noqa: F401
+            import cutlass
         except ImportError:
             raise RuntimeError("the CuTe DSL is not installed; pip install nvidia-cutlass-dsl==4.8.1 "
                                "(the gpu extra)") from None
-        import cutlass
         import torch
 
         threads = int((config or {}).get("threads", cfg_default))
@@ -72,5 +73,4 @@ def version_functions(tag: str, kernel_cls: Callable[[], Any], config: Mapping[s
         launch((x.data_ptr(), weight.data_ptr(), q.data_ptr(), scale.data_ptr()))
         return q, scale
 
-    cfg_default = int(config["threads"])
     return supports, prepare, run
