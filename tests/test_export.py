@@ -59,7 +59,7 @@ def test_the_package_holds_the_version_its_modules_the_api_and_a_test(mla: Expor
     assert {"cute/host.py", "cute/plan.py", "v59_cute.py"} <= set(mla.modules)
     assert {"torch", "cutlass"} <= set(mla.third_party)
     readme = (pkg / "README.md").read_text()
-    assert "nvidia-cutlass-dsl==4.8.1" in readme and "sm_90" in readme and "{{" not in readme
+    assert "nvidia-cutlass-dsl[cu13]==4.8.1" in readme and "sm_90" in readme and "{{" not in readme
     if (ROOT / "docs" / "kernels" / "mla" / "best.json").is_file():
         assert "| spec | spec-b32-s16-t4096-h128 |" in readme
 

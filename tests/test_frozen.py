@@ -69,7 +69,9 @@ def test_the_record_covers_every_measured_version_with_the_ci_toolchain() -> Non
     assert all(record.versions[n]["kind"] == ("ptx" if lang == "cute-dsl" else "source-ast") and
                record.versions[n]["kernels"] for n, lang in want.items())
     ci = (ROOT / ".ci" / "run").read_text()
-    assert f"nvidia-cutlass-dsl=={record.toolchain['nvidia-cutlass-dsl']}" in ci and "--frozen check" in ci
+    # the CUDA flavour too: a plain install brings libs-cu12, whose PTX differs from the recorded cu13 build's
+    flavour = f"[cu{record.toolchain['cuda'].split('.')[0]}]"
+    assert f"nvidia-cutlass-dsl{flavour}=={record.toolchain['nvidia-cutlass-dsl']}" in ci and "--frozen check" in ci
     assert record.toolchain["arch"] == "sm_90a"
 
 

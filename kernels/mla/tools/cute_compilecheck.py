@@ -178,7 +178,12 @@ def frozen_versions(arg: str) -> tuple[list[str], list[str]]:
 def _toolchain() -> dict[str, str]:
     import importlib.metadata as md
 
-    return {"arch": os.environ.get("CUTE_DSL_ARCH", ""), "nvidia-cutlass-dsl": md.version("nvidia-cutlass-dsl")}
+    # the CUDA flavour the DSL loaded (its libs-cu12 or libs-cu13 build) sets the PTX ISA version and changes the
+    # generated code: a machine with both picks the newest when no driver is present, so CI installs [cu13]
+    from cutlass.base_dsl.version_info import CUDA_VERSION
+
+    return {"arch": os.environ.get("CUTE_DSL_ARCH", ""), "nvidia-cutlass-dsl": md.version("nvidia-cutlass-dsl"),
+            "cuda": f"{CUDA_VERSION.major}.{CUDA_VERSION.minor}"}
 
 
 def frozen_main(mode: str, arg: str, jobs: int) -> int:
@@ -226,8 +231,10 @@ def _frozen(mode: str, arg: str, jobs: int) -> int:
         return 0
     record = FrozenRecord.load(path)
     if record.toolchain != _toolchain():
-        print(f"--frozen check: {path} was recorded with {record.toolchain}, this is {_toolchain()}; check with "
-              f"that toolchain (pip install nvidia-cutlass-dsl=={record.toolchain.get('nvidia-cutlass-dsl')})")
+        want = record.toolchain
+        flavour = f"[cu{want['cuda'].split('.')[0]}]" if "cuda" in want else ""
+        print(f"--frozen check: {path} was recorded with {want}, this machine has {_toolchain()}; check with that "
+              f"toolchain (pip install 'nvidia-cutlass-dsl{flavour}=={want.get('nvidia-cutlass-dsl')}')")
         return 1
     problems = compare(record.versions, now)
     for line in problems:
