@@ -158,10 +158,11 @@ def compare(
         row.skipped = p.available()
         candidates.append((row, None if row.skipped else PeerVersion(p, spec, device), p))
     rows = [c[0] for c in candidates]
+    roofline, meta["roofline"] = _roofline(device)
 
     for trial_name in trials:
         trial = spec.trial(trial_name).with_params(**dict(params or {}))
-        floor_s = spec.floor_s(trial.params)
+        floor_s = spec.floor_s(trial.params, roofline)
         flops = spec.flops(trial.params)
         meta["trials"][trial_name] = {"id": trial.id, "params": dict(trial.params), "floor_us": floor_s * 1e6,
                                       "flops": flops, "min_bytes": spec.min_bytes(trial.params)}
@@ -207,6 +208,15 @@ def compare(
     return rows, meta
 
 
+def _roofline(device: str) -> tuple[Any, str]:
+    """This GPU's ceilings and the phrase saying where they came from, as the pytest plugin resolves them
+    (``[tool.kforge]``, the calibration cache, the shipped figures, the H200 default)."""
+    from pytest_kforge.calibrate import device_name, roofline_for
+    from pytest_kforge.config import load_config
+
+    return roofline_for(device_name(device), load_config(Path.cwd()))
+
+
 def _fmt(x: float | None, digits: int = 1) -> str:
     return "-" if x is None else f"{x:,.{digits}f}"
 
@@ -231,8 +241,11 @@ def render_markdown(rows: Sequence[Row], meta: Mapping[str, Any], command: str) 
     for t, tm in meta["trials"].items():
         info.append(f"- `{t}` = `{tm['id']}`: floor {tm['floor_us']:.1f} us "
                     f"({tm['flops'] / 1e9:.1f} GFLOP, {tm['min_bytes'] / 1e6:.1f} MB)")
-    info.append("- torch_bmm gathers the paged cache inside the timed call (every candidate starts from the "
-                "paged cache); torch_bmm_contig gathers once, untimed, like the reference's contiguous-cache figure.")
+    if meta.get("roofline"):
+        info.append(f"- floors from the {meta['roofline']}")
+    if any(r.name.startswith("torch_bmm") for r in rows):
+        info.append("- torch_bmm gathers the paged cache inside the timed call (every candidate starts from the "
+                    "paged cache); torch_bmm_contig gathers once, untimed, like the reference's contiguous-cache figure.")
     for key, note in meta.get("notes", {}).items():
         info.append(f"- {key}: {note}")
     info.append(f"- command: `{command}`")

@@ -77,6 +77,9 @@ class BestRecord:
     sources: list[str] = dataclasses.field(default_factory=list)
     #: re-runs whose rows replaced those versions' rows in the parts
     reruns: list[str] = dataclasses.field(default_factory=list)
+    #: the floors' ceilings of the run, ``{"tbs": 3.06, "tflops": 784.0}`` (None: records before calibration,
+    #: whose floors are the H200 default)
+    roofline: dict[str, float] | None = None
     rule: str = RULE
     criterion: str = CRITERION
     schema_version: int = SCHEMA_VERSION

@@ -32,6 +32,15 @@ from .results import ResultsError, RunResults, TrialResult, load_results
 __all__ = ["render_best", "main"]
 
 
+def _ceilings(record: BestRecord) -> str:
+    """The record's floor ceilings in words; records written before calibration used the H200 default."""
+    from .spec import Roofline
+
+    d = Roofline()
+    roof = record.roofline or {"tbs": d.bandwidth_bytes_per_s / 1e12, "tflops": d.flops_per_s / 1e12}
+    return f"{roof['tbs']:g} TB/s and {roof['tflops']:g} TFLOP/s"
+
+
 def _cell(row: Mapping[str, Any], trial: str, key: str, fmt: str) -> str:
     v = row["trials"].get(trial, {}).get(key)
     return "-" if v is None else fmt.format(v)
@@ -52,8 +61,8 @@ def render_best(record: BestRecord) -> str:
     tail = [f"Best: **{record.best or 'none (no version measured on every trial)'}**; per trial: {per or 'none'}. "
             f"Rule ({record.criterion}): {record.rule}",
             f"Measured on {record.gpu or 'an unknown GPU'}{(' on ' + record.date) if record.date else ''} with the "
-            f"project's harness (CUDA-event median, L2 flushed before every round; floors at 4.3 TB/s and 790 "
-            f"TFLOP/s): `{record.command}`."]
+            f"project's harness (CUDA-event median, L2 flushed before every round; floors at {_ceilings(record)}): "
+            f"`{record.command}`."]
     notes = sorted({c["note"] for r in record.rows for c in r["trials"].values() if c.get("note")})
     tail += [f"Note: {n}" for n in notes]
     tail += [f"Note: {line}" for line in record.reruns]
@@ -142,9 +151,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     dates = sorted(str(d.started)[:10] for d in every if d.started)
     kernels = sorted({d.kernel for d in every if d.kernel})
     trials = [t.strip() for t in args.trials.split(",") if t.strip()]
+    roofs = [d.roofline for d in every if d.roofline]
     record = compute(kernels[0] if len(kernels) == 1 else "/".join(kernels) or "kernel", results, trials,
                      gpu=" / ".join(gpus) or None, date=dates[0] if dates else "", command=args.command,
-                     sources=[_relative(p) for p, _ in parts], reruns=notes)
+                     sources=[_relative(p) for p, _ in parts], reruns=notes, roofline=roofs[0] if roofs else None)
     _write(record, args.best_json, args.devlog)
     return 0
 

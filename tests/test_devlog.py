@@ -139,3 +139,16 @@ def test_cli_rerun_replaces_the_redone_versions_rows_and_says_so(tmp_path: Path,
     two.write_text(rerun.read_text())
     assert main(["best", "--from-json", str(part), "--rerun", str(rerun), str(two)]) == 2
     assert "give each version's re-run once" in capsys.readouterr().err
+
+
+def test_best_states_the_runs_own_ceilings(tmp_path: Path) -> None:
+    """A calibrated run's floors are its GPU's; a record without them (before calibration) says the H200 default."""
+    js = tmp_path / "s.json"
+    js.write_text(json.dumps({"gpu": "NVIDIA H100 80GB HBM3", "started": "2026-12-06T00:00",
+                              "roofline": {"tbs": 3.06, "tflops": 784.0}, "results": [_row("v3", "decode", 100, 45)]}))
+    assert main(["best", "--from-json", str(js), "--best-json", str(tmp_path / "best.json")]) == 0
+    record = load_best(tmp_path / "best.json")
+    assert record.roofline == {"tbs": 3.06, "tflops": 784.0}
+    assert "floors at 3.06 TB/s and 784 TFLOP/s" in render_best(record)
+    assert "floors at 4.3 TB/s and 790 TFLOP/s" in render_best(compute("mla", _rows(_row("v3", "decode", 1, 1)),
+                                                                       ["decode"]))

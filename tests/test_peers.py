@@ -202,3 +202,15 @@ def test_rmsnorm_peer_follows_its_kernels_contract(name: str) -> None:
         poison_(outputs)
         get_peer(name).run(**inputs, **outputs)
         assert all(r.ok for r in spec.compare(outputs, spec.reference(inputs))), "eager peer is wrong on CPU"
+
+
+def test_compare_of_another_kernel_states_its_floors_and_no_mla_note(tmp_path: Path) -> None:
+    """The table names the roofline its floors came from, and MLA's torch_bmm note appears only beside torch_bmm."""
+    rc = main(["--kernel", "rmsnorm_fp8", "--versions", "v0", "--peers", "torch_eager", "--trial", "decode",
+               "--params", "t=4,d=256", "--device", "cpu", "--rounds", "2", "--warmup", "1", "--check-repeats", "1",
+               "--kernels-dir", str(REPO / "kernels"), "--out", str(tmp_path / "t.md"), "--json", str(tmp_path / "t.json")])
+    assert rc == 0
+    table = (tmp_path / "t.md").read_text()
+    assert "- floors from the roofline 4.3 TB/s" in table and "torch_bmm" not in table
+    meta = json.loads((tmp_path / "t.json").read_text())["meta"]
+    assert meta["roofline"].startswith("roofline 4.3 TB/s")

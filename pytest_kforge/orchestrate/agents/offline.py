@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ...registry import version_path, versions_dir
+from ...spec import Roofline
 from .. import compat
 from ..select import control_level
 from .base import AgentContext, DesignImpossible, clean
@@ -75,9 +76,10 @@ def contract_from_results(kernel: str, version: str, trial: str, params: dict[st
         raise DesignImpossible(f"no profile report and no measured results for {kernel} {version} {trial}; "
                                f"run the suite once (python -m pytest --kernel {kernel} --kernel-version {version} "
                                f"--kforge-json results.json) or profile it on a GPU")
-    roof = (results or {}).get("roofline") or {"tbs": 4.3, "tflops": 790}
-    dram = 100.0 * float(row.get("gbps") or 0.0) / (1000.0 * float(roof.get("tbs", 4.3)))
-    tc = 100.0 * float(row.get("tflops") or 0.0) / float(roof.get("tflops", 790))
+    default = Roofline()  # the run's own ceilings when it recorded them, else the stated default
+    roof = (results or {}).get("roofline") or {}
+    dram = 100.0 * float(row.get("gbps") or 0.0) / (1000.0 * float(roof.get("tbs", default.bandwidth_bytes_per_s / 1e12)))
+    tc = 100.0 * float(row.get("tflops") or 0.0) / float(roof.get("tflops", default.flops_per_s / 1e12))
     bound = "Latency" if max(dram, tc) < 40.0 else ("Memory" if dram >= tc else "Compute")
     issue = {"Memory": "DRAM traffic sets the time", "Compute": "tensor pipe sets the time",
              "Latency": "neither DRAM nor tensor pipe is busy"}[bound]
