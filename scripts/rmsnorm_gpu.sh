@@ -3,7 +3,8 @@
 # the cuTile, CuTe DSL and peers parts are staged and /tmp/kforge-gpu/env.sh is sourced (../shared/gpu/README.md):
 #   calibration of this GPU, the suite of every version (correctness, fuzz, trials; pytest-benchmark storage),
 #   versions beside the torch peers on the three trials, ncu profile-contract reports of the given versions.
-#   bash scripts/rmsnorm_gpu.sh [PROFILE=v1_cute,v1] [STEP_S=520]
+#   a --dry-run plan and one offline loop iteration from FROM (default v2_cute), its checkout changes packed.
+#   bash scripts/rmsnorm_gpu.sh [PROFILE=v1_cute,v1] [FROM=v2_cute] [LOOP_S=200] [STEP_S=520]
 # Everything lands in $OUT (logs, suite.json, peers.md/json, reports/, bench/); a step with < 15 s left is skipped.
 set -u
 for kv in "$@"; do export "${kv?}"; done
@@ -29,9 +30,19 @@ step suite 260 python3 -m pytest -p no:cacheprovider -q -rs --kernel rmsnorm_fp8
 step compare 150 python3 -m benchmarks.compare --kernel rmsnorm_fp8 --versions v0,v1,v2,v1_cute,v2_cute \
     --peers torch_eager,torch_compile --trial prefill,decode,qlora --out "$OUT/peers.md" --json "$OUT/peers.json"
 for v in ${PROFILE//,/ }; do
-    step "profile-$v" 90 python3 -m pytest_kforge.profile --kernel rmsnorm_fp8 --version "$v" --trial prefill,decode \
+    step "profile-$v" 70 python3 -m pytest_kforge.profile --kernel rmsnorm_fp8 --version "$v" --trial prefill,decode \
         --out "$OUT/reports" --no-devlog --bench-json "$OUT/suite.json"
 done
+# the loop on this kernel: the plan only, then one offline iteration from the best version (verified, evaluated
+# and learned like any other); what it writes in the checkout (a new version, devlog, knowledge) comes back
+FROM=${FROM:-v2_cute}
+step dryrun 60 python3 -m pytest_kforge.orchestrate --kernel rmsnorm_fp8 --from "$FROM" --dry-run \
+    --results "$OUT/suite.json" --runs-dir "$OUT/runs"
+step loop "${LOOP_S:-200}" python3 -m pytest_kforge.orchestrate --kernel rmsnorm_fp8 --from "$FROM" --iterations 1 \
+    --agents offline --results "$OUT/suite.json" --runs-dir "$OUT/runs" --suite-args "-n 4 --kforge-workers-per-gpu 4"
 echo "== done in $(( $(date +%s) - T0 )) s"
+git status --porcelain > "$OUT/git-status.txt" 2>&1
+git ls-files -m -o --exclude-standard -z | grep -zv '^\.gpu/' | tar czf "$OUT/checkout-changes.tgz" --null -T - 2>/dev/null
 # the device returns a limited number of files: everything but the logs travels as one archive
-(cd "$OUT" && tar czf "$OUT/rmsnorm-run.tgz" suite.json bench reports peers.json 2>/dev/null && rm -rf bench reports)
+(cd "$OUT" && tar czf "$OUT/rmsnorm-run.tgz" suite.json bench reports peers.json runs calibration.json 2>/dev/null; \
+    rm -rf bench reports runs)

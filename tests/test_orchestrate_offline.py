@@ -43,6 +43,9 @@ def test_propose_config_rules() -> None:
     new, changes = propose_config(parent, [{"name": "warp specialization"}], [])
     assert "manual promising tile" in changes[0]
     assert propose_config({}, [{"name": "split-kv"}], []) is None
+    # a row-per-CTA kernel's thread count is a knob too (rmsnorm_fp8's CuTe versions): the next larger value
+    new, changes = propose_config({"threads": 128}, [], [])
+    assert new == {"threads": 256} and "threads: 128 -> 256" in changes[0]
 
 
 def test_offline_designer_writes_an_importable_version(tmp_path: Path) -> None:

@@ -57,7 +57,7 @@ def version_functions(tag: str, kernel_cls: Callable[[], Any], config: Mapping[s
         try:
             import cutlass
         except ImportError:
-            raise RuntimeError("the CuTe DSL is not installed; pip install nvidia-cutlass-dsl==4.8.1 "
+            raise RuntimeError("the CuTe DSL is not installed; pip install 'nvidia-cutlass-dsl[cu13]==4.8.1' "
                                "(the gpu extra)") from None
         import torch
 

@@ -48,6 +48,8 @@ KNOBS: dict[str, tuple[str, tuple[Any, ...], str]] = {
     "pages": (r"min_?pages", (2, 8), r"split|balance"),
     "tile_n": (r"block_?n|tile_?n|block_?kv|tile_?kv", (64, 128, 32, 256), r"tile|block|reuse|occupancy"),
     "warps": (r"num_?(worker_)?warps|warps", (4, 8), r"occupancy|latency|warp"),
+    # threads per CTA of a row-per-CTA kernel (rmsnorm_fp8's CuTe versions): more threads, fewer loads each
+    "threads": (r"^(num_?)?threads$", (256, 512, 64), r"occupancy|latency|parallel|thread"),
     "tile_m": (r"block_?m|tile_?m|block_?h|tile_?h", (64, 128, 32), r"tile|block|reuse"),
 }
 
