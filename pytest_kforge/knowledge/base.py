@@ -113,7 +113,7 @@ class KnowledgeBase:
                 probs.append(f"catalog: no kforge:{key} table; run `python -m pytest_kforge.knowledge sync`")
                 continue
             for row in _table_rows(block):
-                name, f = _row_name(row), _row_file(row)
+                name, f = _row_name(row), _row_file(row, kind)
                 found = entries.get(name)
                 if not (self.root / f).is_file():
                     probs.append(f"catalog: row {name!r} points at {f}, which does not exist")

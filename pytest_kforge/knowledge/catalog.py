@@ -10,19 +10,21 @@ import re
 from pathlib import Path
 
 from ._md import _fmt_gain
-from .entry import SCOPES, Entry
+from .entry import SCOPES, Entry, _rel_path
 
 __all__ = ["catalog_row"]
 
-_CAT_HEAD = ("| Name | Title | Scope | Languages | Applies to | Triggers (any) | Est. gain | Evidence | File |\n"
-             "|------|-------|-------|-----------|------------|----------------|-----------|----------|------|")
+# no File column: an entry's place follows from its name, kind and scope (entry._rel_path), and the skill's body
+# must stay under ~20000 characters, so the catalog says the rule once instead of repeating a path per row
+_CAT_HEAD = ("| Name | Title | Scope | Languages | Applies to | Triggers (any) | Est. gain | Evidence |\n"
+             "|------|-------|-------|-----------|------------|----------------|-----------|----------|")
 _CAT_KEY = {"optimization": "catalog-optimizations", "anti-pattern": "catalog-anti-patterns"}
 _CAT_HEADING = {"optimization": "## Optimizations", "anti-pattern": "## Anti-patterns"}
 
 
 def catalog_row(e: Entry) -> str:
     cells = [e.name, e.title, e.scope, ", ".join(e.languages), ", ".join(e.applies_to),
-             "; ".join(f"`{t}`" for t in e.triggers), f"{_fmt_gain(e.est_gain)}%", e.evidence, f"`{e.rel}`"]
+             "; ".join(f"`{t}`" for t in e.triggers), f"{_fmt_gain(e.est_gain)}%", e.evidence]
     return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
 
 
@@ -31,9 +33,11 @@ def _row_name(row: str) -> str:
     return cells[1].strip() if len(cells) > 2 else ""
 
 
-def _row_file(row: str) -> str:
+def _row_file(row: str, kind: str) -> str:
+    """The file a row of the ``kind`` table stands for: its name and scope decide where it lives."""
     cells = re.split(r"(?<!\\)\|", row.strip())
-    return cells[-2].strip().strip("`") if len(cells) > 2 else ""
+    scope = cells[3].strip() if len(cells) > 4 else ""
+    return _rel_path(_row_name(row), kind, scope if scope in SCOPES else "shared")
 
 
 def _scope_key(row: str) -> tuple[int, str]:
