@@ -35,9 +35,26 @@ DEFAULT_SCALE = 1.0 / math.sqrt(D_QK)
 DEEPSEEK_V3_SCALE = 0.1352
 
 
+def ragged_lengths(b: int, s: int, t: int) -> list[int]:
+    """``b`` cache lengths a serving scheduler might produce around a mean of ``t``: spread over [t/4, 7t/4],
+    none a multiple of the 64-row page, each >= s.  Fixed for given (b, s, t), so a trial's floor, its inputs and
+    every run agree."""
+    import random
+
+    rng = random.Random(f"mla-ragged:{b}:{s}:{t}")  # a str seed is hashed with sha512: the same on every machine
+    lens = []
+    for _ in range(b):
+        n = max(s, round(t * (0.25 + 1.5 * rng.random())))
+        lens.append(n + 1 if n % PAGE == 0 else n)
+    return lens
+
+
 def seq_lengths(params: Mapping[str, int], seqlens: Sequence[int] | None = None) -> list[int]:
-    """Each sequence's cache length: ``seqlens`` when given (one per sequence, each >= s), else ``t`` for all."""
+    """Each sequence's cache length: ``seqlens`` when given (one per sequence, each >= s), else
+    :func:`ragged_lengths` when the trial sets ``ragged=1``, else ``t`` for all."""
     b, s = int(params["b"]), int(params["s"])
+    if seqlens is None and int(params.get("ragged", 0)):
+        seqlens = ragged_lengths(b, s, int(params["t"]))
     lens = [int(params["t"])] * b if seqlens is None else [int(x) for x in seqlens]
     if len(lens) != b:
         raise ValueError(f"seqlens has {len(lens)} entries for b={b}")
@@ -65,6 +82,16 @@ class MLADecodeSpec(KernelSpec):
         "spec": {"b": 32, "s": 16, "t": 4096, "h": 128},
         # long context, few sequences: stresses split-KV balance; only when asked for
         "stress": {"b": 4, "s": 2, "t": 32768, "h": 128},
+        # serving shapes (issue 35), only when asked for: tensor-parallel head splits of 128 (h = 128 / TP), batch
+        # 1 and 256, multi-token prediction; ragged=1 draws each sequence's length around t (ragged_lengths)
+        "serve_tp8": {"b": 64, "s": 1, "t": 4096, "h": 16, "ragged": 1},
+        "serve_tp4": {"b": 64, "s": 1, "t": 4096, "h": 32, "ragged": 1},
+        "serve_tp2": {"b": 128, "s": 1, "t": 2048, "h": 64, "ragged": 1},
+        "serve_b1": {"b": 1, "s": 1, "t": 8191, "h": 128},
+        "serve_b256": {"b": 256, "s": 1, "t": 1024, "h": 128, "ragged": 1},
+        "serve_ragged": {"b": 32, "s": 1, "t": 4096, "h": 128, "ragged": 1},
+        "serve_mtp4": {"b": 32, "s": 4, "t": 4096, "h": 128, "ragged": 1},
+        "serve_spec_tp8": {"b": 64, "s": 16, "t": 2048, "h": 16, "ragged": 1},
     }
     default_trials = ("decode", "spec")
     shrink_param = "b"
@@ -154,18 +181,18 @@ class MLADecodeSpec(KernelSpec):
 
     # ---- counts -----------------------------------------------------------------------------
     def flops(self, params: Mapping[str, int], seqlens: Sequence[int] | None = None) -> float:
-        b, s, h, t = (int(params[k]) for k in ("b", "s", "h", "t"))
-        total_t = sum(seqlens) if seqlens is not None else b * t
+        b, s, h = (int(params[k]) for k in ("b", "s", "h"))
+        total_t = sum(seq_lengths(params, seqlens))
         return 2.0 * s * h * total_t * (D_QK + D_V)
 
     def min_bytes(self, params: Mapping[str, int], seqlens: Sequence[int] | None = None) -> float:
-        b, s, h, t = (int(params[k]) for k in ("b", "s", "h", "t"))
-        total_t = sum(seqlens) if seqlens is not None else b * t
-        kv = total_t * D_QK * 2
+        b, s, h = (int(params[k]) for k in ("b", "s", "h"))
+        lens = seq_lengths(params, seqlens)
+        kv = sum(lens) * D_QK * 2
         q = b * s * h * D_QK * 2
         out = b * s * h * D_V * 2
         lse = b * h * s * 4
-        meta = b * math.ceil(t / PAGE) * 4 + b * 4
+        meta = b * math.ceil(max(lens) / PAGE) * 4 + b * 4
         return float(kv + q + out + lse + meta)
 
 
