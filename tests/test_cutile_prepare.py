@@ -198,3 +198,39 @@ def test_every_mla_version_passes_the_static_cheat_check(mla):
 
     found = {n: check_version(mla.version(n), allow=()) for n in mla.version_names() if n != "v0"}
     assert {n: f for n, f in found.items() if f} == {}
+
+
+@pytest.mark.parametrize("name", ["v1", "v2"])
+def test_rmsnorm_cutile_versions_prepare_through_the_shared_module(monkeypatch, name):
+    """kernels/_shared/cutile_prepare.py serves any kernel: rmsnorm_fp8's cuTile versions compile their one launch
+    per shape in prepare mode (nothing launched, the spec's shapes and dtypes), once per shape and config, and pass
+    the static cheat check with the shared module as a helper."""
+    import torch
+
+    from pytest_kforge.trust.static import check_version
+
+    rms = Registry(ROOT / "kernels").kernel("rmsnorm_fp8")
+    import importlib
+
+    shared = importlib.import_module("kforge_kernels._shared.cutile_prepare")
+    host = importlib.import_module("kforge_kernels.rmsnorm_fp8.cutile.host")
+    contract = importlib.import_module("kforge_kernels.rmsnorm_fp8.contract")
+    compiled = []
+    monkeypatch.setattr(shared, "compile_launch", lambda grid, kernel, args, stats=None: compiled.append(
+        (grid, [(tuple(a.shape), a.dtype) if hasattr(a, "shape") else a for a in args[:4]])))
+    monkeypatch.setattr(shared, "_DONE", set())
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(contract, "check", lambda x, w, q, s: tuple(x.shape))  # the CUDA-device check, on CPU
+    real_empty = host.empty
+    monkeypatch.setattr(host, "empty", lambda params, device: real_empty(params, "cpu"))
+    mod = rms.version(name).module
+    if mod.ct is None:  # no cuTile here: the kernel object only has to reach compile_launch
+        monkeypatch.setattr(mod, f"rmsnorm_fp8_{name}_kernel", "kernel", raising=False)
+    prepare = mod.prepare
+    prepare({"t": 16, "d": 7168})
+    prepare({"t": 16, "d": 7168})
+    assert len(compiled) == 1 and not shared.preparing(), shared.LAST_ERROR
+    assert compiled[0][1] == [((16, 7168), torch.bfloat16), ((7168,), torch.bfloat16),
+                              ((16, 7168), torch.float8_e4m3fn), ((16, 56), torch.float32)]
+    assert check_version(rms.version(name), allow=()) == []

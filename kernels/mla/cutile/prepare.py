@@ -22,44 +22,17 @@ which specialises on shapes when the arguments allow it.)
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-_PREPARING: contextvars.ContextVar[bool] = contextvars.ContextVar("kforge_cutile_preparing", default=False)
-#: this process's counts: prepared shapes, launches compiled by prepare, prepares that failed
-STATS: dict[str, int] = {"prepared": 0, "compiled": 0, "errors": 0}
-#: the last prepare failure, ``"<version run> <params>: <error>"`` (the launch reports its own)
-LAST_ERROR: list[str] = []
-_DONE: set[tuple[Any, ...]] = set()
+# the prepare mode and the compile without a launch are shared by every kernel's cuTile versions
+# (STATS: this process's prepared / compiled / failed counts; LAST_ERROR: the last failure, for every kernel)
+from kforge_kernels._shared.cutile_prepare import LAST_ERROR, STATS, compile_launch, prepare_mode, preparing
+from kforge_kernels._shared.cutile_prepare import prepare_run as _prepare_run
 
-
-def preparing() -> bool:
-    """True inside :func:`prepare_run`: launches compile and return, tensors stay uninitialised."""
-    return _PREPARING.get()
-
-
-@contextlib.contextmanager
-def _prepare_mode() -> Iterator[None]:
-    token = _PREPARING.set(True)
-    try:
-        yield
-    finally:
-        _PREPARING.reset(token)
-
-
-def compile_launch(grid: tuple[int, ...], kernel: Any, args: tuple[Any, ...]) -> None:
-    """Compile ``kernel`` for ``args`` as ``ct.launch(stream, grid, kernel, args)`` would, without launching it."""
-    import torch
-    from cuda.tile import _cext
-
-    export = getattr(_cext, "_export_ipc_benchmark_payload", None)
-    if export is None:
-        raise RuntimeError("this cuda-tile has no _export_ipc_benchmark_payload (cuda-tile 1.7 has): the kernels "
-                           "compile at their first launch, inside the GPU lock")
-    export(torch.cuda.current_stream(), tuple(grid), kernel, tuple(args))  # the stream ct.launch gets
-    STATS["compiled"] += 1
+_prepare_mode = prepare_mode
+_DONE: set[tuple[Any, ...]] = set()  # the MLA shapes (and fuzz lengths) this process prepared
+__all__ = ["compile_launch", "preparing", "empty_inputs", "prepare_run", "preparer", "STATS", "LAST_ERROR"]
 
 
 def empty_inputs(spec: Any, params: Mapping[str, int], input_kwargs: Mapping[str, Any] | None,
@@ -87,24 +60,12 @@ def prepare_run(run: Callable[..., Any], params: Mapping[str, int], config: Mapp
                 input_kwargs: Mapping[str, Any] | None = None) -> None:
     """Call ``run`` once in prepare mode on empty tensors for ``params`` (skipped when this process already
     prepared the same shapes and config)."""
-    import torch
-
     from kforge_kernels.mla.spec import SPEC
 
     seqlens = tuple((input_kwargs or {}).get("seqlens") or ())
-    key = (id(run), tuple(sorted(params.items())), seqlens, repr(sorted((config or {}).items())))
-    if key in _DONE or not torch.cuda.is_available():
-        return
-    _DONE.add(key)
-    try:
-        tensors = empty_inputs(SPEC, params, input_kwargs, torch.device("cuda", torch.cuda.current_device()))
-        with _prepare_mode():
-            run(**tensors, config=dict(config or {}))
-    except Exception as exc:  # noqa: BLE001 -- the launch raises its own error if this one was real
-        STATS["errors"] += 1
-        LAST_ERROR[:] = [f"{getattr(run, '__module__', '?')} {dict(params)}: {type(exc).__name__}: {exc}"]
-        return
-    STATS["prepared"] += 1
+    _prepare_run(run, (tuple(sorted(params.items())), seqlens),
+                 lambda device: empty_inputs(SPEC, params, input_kwargs, device), config,
+                 what=str(dict(params)), stats=STATS, done=_DONE, last_error=LAST_ERROR)
 
 
 def preparer(run: Callable[..., Any]) -> Callable[..., None]:

@@ -1,7 +1,9 @@
-"""Host side the cuTile rmsnorm_fp8 versions share: the launch on the caller's stream, tile-size helpers."""
+"""Host side the cuTile rmsnorm_fp8 versions share: the launch on the caller's stream (or its compile alone, in a
+version's ``prepare``), tile-size helpers."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
 
 SMS = 132  # H100 / H200 SXM; only used to keep at least two waves of CTAs when choosing rows per CTA
@@ -20,11 +22,26 @@ def pow2_divisor(n: int, cap: int) -> int:
 
 
 def launch(grid: tuple[int, int, int], kernel: Any, args: tuple) -> None:
-    """``ct.launch`` on the current torch stream (one sentence when cuTile is missing)."""
-    try:
-        import cuda.tile as ct
-    except ImportError:
-        raise RuntimeError("cuda.tile is not installed; install the gpu extra (pip install 'cuda-tile[tileiras]')") from None
+    """``ct.launch`` on the current torch stream, or, inside a version's ``prepare``, the compile alone."""
+    from kforge_kernels._shared.cutile_prepare import launch as _launch
+
+    _launch(grid, kernel, args)
+
+
+def empty(params: Mapping[str, int], device: Any) -> dict[str, Any]:
+    """Uninitialised inputs and outputs of the shapes and dtypes the spec makes for ``params`` (for prepare)."""
     import torch
 
-    ct.launch(torch.cuda.current_stream(), grid, kernel, args)
+    from kforge_kernels.rmsnorm_fp8.spec import SPEC
+
+    t, d = int(params["t"]), int(params["d"])
+    return {"x": torch.empty(t, d, dtype=torch.bfloat16, device=device),
+            "weight": torch.empty(d, dtype=torch.bfloat16, device=device), "eps": 1e-6} | \
+        dict(SPEC.alloc_outputs(params, device=device))
+
+
+def preparer(run: Callable[..., Any]) -> Callable[..., None]:
+    """A version's ``prepare``: its launches compiled for a shape outside the shared GPU's lock."""
+    from kforge_kernels._shared.cutile_prepare import preparer as _preparer
+
+    return _preparer(run, empty)
