@@ -29,10 +29,6 @@ step suite 260 python3 -m pytest -p no:cacheprovider -q -rs --kernel rmsnorm_fp8
     --benchmark-storage="file://$OUT/bench" --benchmark-save=rmsnorm_fp8 -n 4 --kforge-workers-per-gpu 4
 step compare 150 python3 -m benchmarks.compare --kernel rmsnorm_fp8 --versions v0,v1,v2,v1_cute,v2_cute \
     --peers torch_eager,torch_compile --trial prefill,decode,qlora --out "$OUT/peers.md" --json "$OUT/peers.json"
-for v in ${PROFILE//,/ }; do
-    step "profile-$v" 70 python3 -m pytest_kforge.profile --kernel rmsnorm_fp8 --version "$v" --trial prefill,decode \
-        --out "$OUT/reports" --no-devlog --bench-json "$OUT/suite.json"
-done
 # the loop on this kernel: the plan only, then one offline iteration from the best version (verified, evaluated
 # and learned like any other); what it writes in the checkout (a new version, devlog, knowledge) comes back
 FROM=${FROM:-v2_cute}
@@ -40,6 +36,11 @@ step dryrun 60 python3 -m pytest_kforge.orchestrate --kernel rmsnorm_fp8 --from 
     --results "$OUT/suite.json" --runs-dir "$OUT/runs"
 step loop "${LOOP_S:-200}" python3 -m pytest_kforge.orchestrate --kernel rmsnorm_fp8 --from "$FROM" --iterations 1 \
     --agents offline --results "$OUT/suite.json" --runs-dir "$OUT/runs" --suite-args "-n 4 --kforge-workers-per-gpu 4"
+# ncu last: the loop verifies and learns with its own profile; these reports are the profile contract of PROFILE
+for v in ${PROFILE//,/ }; do
+    step "profile-$v" 70 python3 -m pytest_kforge.profile --kernel rmsnorm_fp8 --version "$v" --trial prefill,decode \
+        --out "$OUT/reports" --no-devlog --bench-json "$OUT/suite.json"
+done
 echo "== done in $(( $(date +%s) - T0 )) s"
 git status --porcelain > "$OUT/git-status.txt" 2>&1
 git ls-files -m -o --exclude-standard -z | grep -zv '^\.gpu/' | tar czf "$OUT/checkout-changes.tgz" --null -T - 2>/dev/null
