@@ -6,23 +6,9 @@
 #   directory.   bash scripts/mla_serving.sh [VERSION=v59_cute] [PEERS=flashinfer_fa3,flashmla] [STEP_S=540]
 set -u
 for kv in "$@"; do export "${kv?}"; done
-OUT=${OUT:-/tmp/kf-out}; mkdir -p "$OUT"
+STEP_DEFAULT=540; source "$(dirname "$0")/steps.sh"
 VERSION=${VERSION:-v59_cute}; PEERS=${PEERS:-flashinfer_fa3,flashmla}
 TRIALS=serve_tp8,serve_tp4,serve_tp2,serve_b1,serve_b256,serve_ragged,serve_mtp4,serve_spec_tp8
-T0=$(date +%s)
-left() { echo $(( ${STEP_S:-540} - ($(date +%s) - T0) )); }
-step() {
-    local name=$1 cap=$2; shift 2
-    local l; l=$(left)
-    if [ "$l" -lt 15 ]; then echo "== $name: skipped (${l} s left)"; return; fi
-    [ "$cap" -gt "$l" ] && cap=$l
-    echo "== $name (cap ${cap} s): $*"
-    local t=$(date +%s)
-    timeout "$cap" "$@" > "$OUT/$name.log" 2>&1
-    local rc=$?
-    [ $rc -eq 124 ] && echo "   TIME CAP HIT"
-    echo "   rc=$rc in $(( $(date +%s) - t )) s; tail:"; tail -4 "$OUT/$name.log" | sed 's/^/   /'
-}
 nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader
 step serving 380 python3 -m benchmarks.compare --kernel mla --versions "$VERSION" --peers "$PEERS" --trial "$TRIALS" \
     --rounds 30 --out "$OUT/serving.md" --json "$OUT/serving.json"

@@ -8,21 +8,7 @@
 # Everything lands in $OUT (logs, suite.json, peers.md/json, reports/, bench/); a step with < 15 s left is skipped.
 set -u
 for kv in "$@"; do export "${kv?}"; done
-OUT=${OUT:-/tmp/kf-out}; mkdir -p "$OUT"
-T0=$(date +%s)
-left() { echo $(( ${STEP_S:-520} - ($(date +%s) - T0) )); }
-step() {
-    local name=$1 cap=$2; shift 2
-    local l; l=$(left)
-    if [ "$l" -lt 15 ]; then echo "== $name: skipped (${l} s left)"; return; fi
-    [ "$cap" -gt "$l" ] && cap=$l
-    echo "== $name (cap ${cap} s): $*"
-    local t=$(date +%s)
-    timeout "$cap" "$@" > "$OUT/$name.log" 2>&1
-    local rc=$?
-    [ $rc -eq 124 ] && echo "   TIME CAP HIT"
-    echo "   rc=$rc in $(( $(date +%s) - t )) s; tail:"; tail -4 "$OUT/$name.log" | sed 's/^/   /'
-}
+STEP_DEFAULT=520; source "$(dirname "$0")/steps.sh"
 nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader
 step calibrate 90 python3 -m pytest_kforge.calibrate --out "$OUT/calibration.json"
 step suite 260 python3 -m pytest -p no:cacheprovider -q -rs --kernel rmsnorm_fp8 --kforge-json "$OUT/suite.json" \
