@@ -51,6 +51,8 @@ class Cell:
     floor_us: float | None = None
     correct: bool | None = None  # None: not checked (skipped)
     message: str = ""
+    #: the host's median time to enqueue one call (Python, argument checks, launches), beside the device time
+    host_us: float | None = None
     #: the SM clock fields of the timed rounds (pytest_kforge.gpuclock.clock_fields; empty without NVML)
     clock: dict[str, Any] = dataclasses.field(default_factory=dict)
 
@@ -94,8 +96,9 @@ def _parse_params(text: str | None) -> dict[str, int]:
 
 
 def _time(launch: Callable[[], Any], *, device: str, rounds: int, warmup: int,
-          floor_s: float) -> tuple[list[float], str, str, dict[str, Any]]:
-    """``(samples_s, timer label, problem or "", clock fields)`` from the project's timer (clock guard on).
+          floor_s: float) -> tuple[list[float], str, str, dict[str, Any], float | None]:
+    """``(samples_s, timer label, problem or "", clock fields, host median s)`` from the project's timer (clock
+    guard on).
 
     The one seam to change if :mod:`pytest_kforge.timing`'s API moves.
     """
@@ -104,7 +107,10 @@ def _time(launch: Callable[[], Any], *, device: str, rounds: int, warmup: int,
     clock = make_clock(device)
     res = time_launch(launch, clock=clock, rounds=rounds, warmup=warmup)
     problem = floor_problem(res.median_s, floor_s) or (side_stream_problem(res) if device.startswith("cuda") else None)
-    return list(res.samples_s), f"{res.clock}; {res.flush}", problem or "", res.clock_fields()
+    import statistics
+
+    host = statistics.median(res.host_s) if res.host_s else None
+    return list(res.samples_s), f"{res.clock}; {res.flush}", problem or "", res.clock_fields(), host
 
 
 def _gpu_lock(device: str) -> Any:
@@ -189,8 +195,9 @@ def compare(
 
             log(f"[{trial.id}] {row.name}: timing {rounds} rounds")
             with _gpu_lock(device):
-                samples, meta["timer"], problem, cell.clock = _time(launch, device=device, rounds=rounds,
-                                                                    warmup=warmup, floor_s=floor_s)
+                samples, meta["timer"], problem, cell.clock, host_s = _time(launch, device=device, rounds=rounds,
+                                                                            warmup=warmup, floor_s=floor_s)
+            cell.host_us = None if host_s is None else host_s * 1e6
             from pytest_kforge.timing import summarize
 
             med, mn, _iqr, spread = summarize(samples)
@@ -224,7 +231,8 @@ def _fmt(x: float | None, digits: int = 1) -> str:
 def render_markdown(rows: Sequence[Row], meta: Mapping[str, Any], command: str) -> str:
     trials = list(meta["trials"])
     pair = " / ".join(trials)
-    head = ["name", "kind", *(f"{t} us" for t in trials), f"TFLOP/s ({pair})", f"% of floor ({pair})", "correct"]
+    head = ["name", "kind", *(f"{t} us" for t in trials), f"TFLOP/s ({pair})", f"% of floor ({pair})",
+            f"host us ({pair})", "correct"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         cells = [r.cells.get(t, Cell(t, "")) for t in trials]
@@ -233,6 +241,7 @@ def render_markdown(rows: Sequence[Row], meta: Mapping[str, Any], command: str) 
             *(_fmt(c.median_us) for c in cells),
             " / ".join(_fmt(c.tflops) for c in cells),
             " / ".join(_fmt(c.pct_floor) for c in cells),
+            " / ".join(_fmt(c.host_us) for c in cells),
             r.correct.replace("|", "\\|").replace("\n", " "),
         ]) + " |")
     when = meta.get("measured") or _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
@@ -241,6 +250,8 @@ def render_markdown(rows: Sequence[Row], meta: Mapping[str, Any], command: str) 
     for t, tm in meta["trials"].items():
         info.append(f"- `{t}` = `{tm['id']}`: floor {tm['floor_us']:.1f} us "
                     f"({tm['flops'] / 1e9:.1f} GFLOP, {tm['min_bytes'] / 1e6:.1f} MB)")
+    info.append("- host us: the host's median time to enqueue one call (Python, checks, launches), measured beside "
+                "the device time; a call the host cannot issue faster than the device runs it is host-bound.")
     if meta.get("roofline"):
         info.append(f"- floors from the {meta['roofline']}")
     if any(r.name.startswith("torch_bmm") for r in rows):
