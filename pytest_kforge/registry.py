@@ -344,6 +344,16 @@ def load_kernel(name: str, kernels_dir: str | Path | None = None) -> Kernel:
     return Registry(kernels_dir or default_kernels_dir()).kernel(name)
 
 
+def kernel_tags(name: str, kernels_dir: str | Path | None = None) -> tuple[str, ...]:
+    """The kernel's name and its spec's ``tags`` (what knowledge entries' ``applies_to`` is matched against); the
+    name alone when the spec cannot be loaded."""
+    try:
+        tags = tuple(load_kernel(name, kernels_dir).spec.tags)
+    except Exception:  # noqa: BLE001 -- matching falls back to the name, as before specs had tags
+        tags = ()
+    return (name, *(t for t in tags if t != name))
+
+
 def load_version(kernel: str, version: str, kernels_dir: str | Path | None = None) -> Version:
     """The documented entry: ``load_version("mla", "v4")(q=..., kv_cache=..., ...) -> (o, lse)``."""
     return load_kernel(kernel, kernels_dir).version(version)

@@ -268,3 +268,20 @@ def test_add_pitfall_appends_a_dated_note_and_keeps_human_text(kb: KnowledgeBase
     assert kb.validate() == []
     with pytest.raises(Exception, match="non-empty note"):
         kb.add_pitfall("split-kv-combine", "  ")
+
+
+def test_entries_match_a_kernel_by_its_spec_tags_not_only_its_name() -> None:
+    """rmsnorm_fp8's entries say applies_to "rmsnorm": the profiler and the loop match by the kernel's name and its
+    spec's tags (registry.kernel_tags), so they find them for a latency-bound decode of that kernel."""
+    from pytest_kforge.knowledge import KnowledgeBase
+    from pytest_kforge.registry import kernel_tags
+
+    root = Path(__file__).resolve().parents[1]
+    tags = kernel_tags("rmsnorm_fp8", root / "kernels")
+    assert tags[0] == "rmsnorm_fp8" and "rmsnorm" in tags
+    assert kernel_tags("no_such_kernel", root / "kernels") == ("no_such_kernel",)
+    kb = KnowledgeBase(root / "docs" / "knowledge")
+    decode = {"duration_us": 4.7, "dram_pct": 12.0, "achieved_occupancy_pct": 6.0, "pct_floor": 14.0}
+    by_tags = {m.entry.name for m in kb.match(decode, kernel_tags=tags)}
+    by_name = {m.entry.name for m in kb.match(decode, kernel_tags=("rmsnorm_fp8",))}
+    assert "prefetch-weight-with-input" in by_tags - by_name

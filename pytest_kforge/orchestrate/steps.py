@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ..best import best_path, best_version
 from ..errors import KforgeError
 from ..fsutil import atomic_write_text, replace_marked_block
-from ..registry import version_path
+from ..registry import kernel_tags, version_path
 from . import compat, learn, strategy
 from .agents.base import AgentContext, DesignImpossible
 from .agents.offline import (OfflineProfiler, literal_config, metrics_from_contract, next_version_name,
@@ -222,7 +222,8 @@ class Steps:
                 cands.append({"name": o["name"], "title": o.get("entry", "")})
         applied = self._applied(self.ctx["current"])
         for m in self.ctx.get("metrics", {}).values():
-            cands += [f for f in (compat.match_fields(x) for x in self.kb.match(m, kernel_tags=(self.o.kernel,)))
+            cands += [f for f in (compat.match_fields(x) for x in self.kb.match(m, kernel_tags=kernel_tags(
+                self.o.kernel, self.o.kernels_dir)))
                       if f["name"] not in applied][:3]
         # one entry named by the profiler (by path) and matched by the catalog (by name) is one candidate
         seen: set[str] = set()
@@ -247,7 +248,7 @@ class Steps:
         applied = self._applied(current)
         apply, avoid = strategy.pick_entries(self.kb, self.ctx.get("metrics", {}), self.ctx.get("profiles", {}),
                                              kernel=self.o.kernel, language=self.ctx["design_language"],
-                                             applied=applied)
+                                             applied=applied, tags=kernel_tags(self.o.kernel, self.o.kernels_dir))
         planned = [{"name": a["title"] or a["name"], "entry": a["name"], "languages": a["languages"],
                     "config": a["config"], "link": self._rel(a["path"]),
                     "rationale": f"catalog match on {a['trial']} ({a['trigger'] or 'profile opportunity'}), "

@@ -18,7 +18,7 @@ and the policy restarts from ``manual`` for it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -58,8 +58,8 @@ def tuning_phase(history: list[dict[str, Any]], parent: str, budget_s: float) ->
 
 
 def pick_entries(kb: Any, metrics: dict[str, dict[str, float]], profiles: dict[str, Any], *, kernel: str,
-                 language: str, limit: int = 3, applied: Mapping[str, str] | None = None
-                 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+                 language: str, limit: int = 3, applied: Mapping[str, str] | None = None,
+                 tags: Sequence[str] | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(entries to apply, anti-patterns to avoid) from the catalog matches of every trial's metrics.
 
     ``applied`` (``{entry: why}``, :func:`pytest_kforge.profile.features.version_features`) names what the
@@ -72,8 +72,9 @@ def pick_entries(kb: Any, metrics: dict[str, dict[str, float]], profiles: dict[s
     once by title and once by name).  Ranked by estimated gain, best first.
     """
     best: dict[str, dict[str, Any]] = {}
+    tags = tuple(tags or (kernel,))  # the kernel's name and its spec's tags (registry.kernel_tags)
     for trial, m in metrics.items():
-        for match in kb.match(m, kernel_tags=(kernel,), language=language):
+        for match in kb.match(m, kernel_tags=tags, language=language):
             f = compat.match_fields(match)
             f["trial"] = trial
             if f["name"] not in best or f["est_gain_pct"] > best[f["name"]]["est_gain_pct"]:

@@ -10,6 +10,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ..registry import kernel_tags
+
 from . import compat
 from .agents.base import AgentContext
 
@@ -123,7 +125,8 @@ class Toolbox:
             return "ERROR: no knowledge base is configured for this run"
         if metrics:
             found = [compat.match_fields(m) for m in kb.match({k: float(v) for k, v in metrics.items()},
-                                                               kernel_tags=(self.ctx.kernel,))]
+                                                               kernel_tags=kernel_tags(self.ctx.kernel,
+                                                                                       self.ctx.kernels_dir))]
         else:
             words = [w.lower() for w in query.split() if w]
             found = []

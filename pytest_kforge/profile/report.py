@@ -181,7 +181,7 @@ def build_report(kernel: str, version: str, trial: str, params: Mapping[str, int
                  knowledge_root: str | Path = "docs/knowledge",
                  applied: Mapping[str, str] | None = None,
                  peers: Mapping[str, Sequence[KernelRecord]] | None = None,
-                 derive_opportunities: bool = True) -> ProfileReport:
+                 derive_opportunities: bool = True, kernel_tags: Sequence[str] | None = None) -> ProfileReport:
     """Everything but I/O: stages, the verdict, root cause, opportunities, baseline, JSON twin.
 
     ``baseline`` is the parent's JSON twin (as :func:`load_report_json` returns it).
@@ -191,7 +191,8 @@ def build_report(kernel: str, version: str, trial: str, params: Mapping[str, int
     When fewer than three remain, :func:`.derive.derive` fills the list from the counters (marked
     as not in the knowledge base, each with its evidence line; ``derive_opportunities=False`` turns
     that off); ``peers`` are ``{name: records}``
-    of peer kernels profiled in the same capture, for the gap to the best of them.
+    of peer kernels profiled in the same capture, for the gap to the best of them.  ``kernel_tags`` (the kernel's
+    name and its spec's tags, :func:`pytest_kforge.registry.kernel_tags`) select the entries that apply.
     """
     from pytest_kforge.contracts import ProfileContract, StageRow
 
@@ -238,7 +239,7 @@ def build_report(kernel: str, version: str, trial: str, params: Mapping[str, int
     # A torch version is the reference; its successor is written in a DSL, so every DSL's entries
     # apply (on the real H200 capture, language="torch" matched no entry at all for mla v0).
     kb_language = None if language == "torch" else language
-    opps, opp_notes = find(trigger_metrics, kernel_tags=(kernel,), language=kb_language)
+    opps, opp_notes = find(trigger_metrics, kernel_tags=tuple(kernel_tags or (kernel,)), language=kb_language)
     notes += opp_notes
     opps, dropped = drop_applied(opps, applied or {})
     opps = opps[:3]

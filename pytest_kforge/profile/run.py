@@ -160,7 +160,8 @@ def profile_version(kernel: str, version: str, trials: Sequence[str] | None = No
                 extra["peers"] = {n: str(f) for n, f in zip(peers, (peer_csv or {})[trial])}
             rep = build_report(kernel, version, trial, p, records, flops=spec.flops(p), min_bytes=spec.min_bytes(p),
                                roofline=roofline, stage_names=stage_names, language=language, baseline=base,
-                               extra=extra, knowledge_root=root / "docs" / "knowledge", applied=applied, peers=peers)
+                               extra=extra, knowledge_root=root / "docs" / "knowledge", applied=applied, peers=peers,
+                               kernel_tags=(kernel, *(t for t in spec.tags if t != kernel)))
         except Exception as exc:  # noqa: BLE001 - one bad trial must not lose the others
             out.fault = f"could not build the report for {version} {trial}: {type(exc).__name__}: {exc}"
             continue
