@@ -234,3 +234,17 @@ def test_applied_features_come_from_the_imported_module(project: Path) -> None:
     o = orchestrator(project, FakeSuiteRunner(TIMES), ReplayProfiler([]), ReplayDesigner([]))
     assert set(o._applied("v1")) == {"split-kv", "online-softmax", "tma-store-epilogue"}
     assert set(o._applied("v2")) == {"persistent-tile-scheduler"}
+
+
+def test_summary_table_has_the_kernels_own_trials() -> None:
+    """rmsnorm_fp8's run 02 loop printed MLA's decode/spec columns ("spec us: -"): the table takes the rows' trials."""
+    from pytest_kforge.orchestrate.summary import render_table, trials_of
+
+    rows = [{"version": "v2_cute", "dsl": "cute-dsl", "kept": None, "why": "start", "prefill_us": 123.2,
+             "prefill_pct_floor": 94.3, "decode_us": 6.1, "decode_pct_floor": 14.9},
+            {"version": "v3_cute", "dsl": "cute-dsl", "kept": True, "why": "kept", "verify_s": 33.0,
+             "prefill_us": 123.7, "decode_us": 5.8, "prefill_pct_floor": 93.9, "decode_pct_floor": 15.8}]
+    assert trials_of(rows) == ["prefill", "decode"] and trials_of([]) == ["decode", "spec"]
+    table = render_table(rows)
+    assert "| prefill us | decode us | prefill % floor | decode % floor |" in table and "spec" not in table
+    assert "| v3_cute | cute-dsl | 123.7 | 5.8 | 93.9 | 15.8 | kept |" in table

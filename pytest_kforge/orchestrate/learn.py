@@ -285,7 +285,7 @@ def learn(kb: Any, *, kernel: str, parent: str, new: str, language: str, decisio
         if manual and max(gains) > 5.0:
             rows = [_row(kernel, parent, new, t, v, gpu, "") for t, v in per.items()]
             out.append(_new_entry(kb, kernel=kernel, parent=parent, new=new, language=language, changes=changes,
-                                  rows=rows, gains=gains, metrics=metrics))
+                                  rows=rows, gains=gains, metrics=metrics, gpu=gpu))
         return out or ["kept with no catalog entry and <= 5% gain: devlog entry only"]
     return out or ["discarded with no catalog entry applied: devlog entry only"]
 
@@ -334,7 +334,8 @@ def _learn_entry(kb: Any, entry: Any, lines: list[str], *, kernel: str, parent: 
 
 
 def _new_entry(kb: Any, *, kernel: str, parent: str, new: str, language: str, changes: list[str],
-               rows: list[dict[str, str]], gains: list[float], metrics: dict[str, dict[str, float]]) -> str:
+               rows: list[dict[str, str]], gains: list[float], metrics: dict[str, dict[str, float]],
+               gpu: str = "GPU") -> str:
     """A kept manual change with a clear gain: a new language-scoped entry (local evidence only)."""
     knobs = [c.split(":")[0].strip() for c in changes if ":" in c] or ["config"]
     name = re.sub(r"[^a-z0-9]+", "-", f"{kernel} {' '.join(knobs)} {language} tuning".lower()).strip("-")
@@ -347,13 +348,13 @@ def _new_entry(kb: Any, *, kernel: str, parent: str, new: str, language: str, ch
     what = "; ".join(c.split(" (")[0] for c in changes)
     return kb_call(
         kb, "add_entry", name, kind="optimization", scope=scope, title=f"{kernel}: {what} ({language})",
-        contexts=[f"{kernel}-specific ({language} versions derived from {parent})", "same GPU class (H200)"],
+        contexts=[f"{kernel}-specific ({language} versions derived from {parent})", f"the GPU it was measured on ({gpu})"],
         triggers=trig, est_gain=round(max(gains), 1), mechanism=f"A CONFIG change found by the orchestrator: {what}.",
         affected_metrics=["duration_us", *( [metric] if metric else [])],
         implementation="CONFIG = {**PARENT_CONFIG, " + ", ".join(
             f"{c.split(':')[0].strip()!r}: {c.split('->')[-1].split('(')[0].strip()}" for c in changes if "->" in c)
         + "}", generalization="Local tuning evidence only; re-measure before applying it to another kernel or GPU.",
-        pitfalls=["a single measured point: the best value may move with b, s and t"],
+        pitfalls=["a single measured point: the best value may move with the trial's shape"],
         interactions=["re-tune after any change of tile shape or split count"], applies_to=[kernel],
         languages=[language], evidence=rows, source="local")
 

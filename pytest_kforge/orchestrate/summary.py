@@ -1,4 +1,4 @@
-"""The end of a run: a table of every version (DSL, decode/spec time, % of floor, kept or discarded,
+"""The end of a run: a table of every version (DSL, each trial's time and % of floor, kept or discarded,
 why) and a PNG of the trajectory.  matplotlib is optional: without it the plot is skipped with a
 note (``pip install matplotlib``)."""
 
@@ -42,14 +42,27 @@ def _f(x: Any, fmt: str = "{:.1f}") -> str:
     return "-" if x is None else fmt.format(float(x))
 
 
+def trials_of(rows: list[dict[str, Any]]) -> list[str]:
+    """The trials the rows carry (``<trial>_us`` keys), in order of first appearance: the kernel's own (MLA's
+    decode and spec, rmsnorm_fp8's prefill and decode...); decode and spec when no row has any."""
+    seen: dict[str, None] = {}
+    for r in rows:
+        for k in r:
+            if k.endswith("_us") and not k.endswith("_pct_floor"):
+                seen.setdefault(k[: -len("_us")], None)
+    return list(seen) or ["decode", "spec"]
+
+
 def render_table(rows: list[dict[str, Any]]) -> str:
-    head = "| Version | DSL | decode us | spec us | decode % floor | spec % floor | Kept | Why |"
-    out = [head, "|" + "---|" * 8]
+    trials = trials_of(rows)
+    head = ("| Version | DSL | " + " | ".join(f"{t} us" for t in trials) + " | "
+            + " | ".join(f"{t} % floor" for t in trials) + " | Kept | Why |")
+    out = [head, "|" + "---|" * (4 + 2 * len(trials))]
     for r in rows:
         kept = "start" if r.get("kept") is None else ("kept" if r["kept"] else "discarded")
-        out.append(f"| {r['version']} | {r.get('dsl', '')} | {_f(r.get('decode_us'))} | {_f(r.get('spec_us'))} | "
-                   f"{_f(r.get('decode_pct_floor'))} | {_f(r.get('spec_pct_floor'))} | {kept} | "
-                   f"{str(r.get('why', '')).replace('|', '/')} |")
+        cells = [_f(r.get(f"{t}_us")) for t in trials] + [_f(r.get(f"{t}_pct_floor")) for t in trials]
+        out.append(f"| {r['version']} | {r.get('dsl', '')} | " + " | ".join(cells) +
+                   f" | {kept} | {str(r.get('why', '')).replace('|', '/')} |")
     return "\n".join(out) + "\n"
 
 
@@ -62,8 +75,9 @@ def plot_trajectory(rows: list[dict[str, Any]], path: Path) -> str:
         import matplotlib.pyplot as plt
     except ImportError:
         return "plot skipped: matplotlib is not installed (pip install matplotlib)"
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-    for ax, trial in zip(axes, ("decode", "spec")):
+    trials = trials_of(rows)
+    fig, axes = plt.subplots(1, len(trials), figsize=(5 * len(trials), 4), squeeze=False)
+    for ax, trial in zip(axes[0], trials):
         xs = [r["version"] for r in rows]
         ys = [r.get(f"{trial}_us") for r in rows]
         colors = ["tab:blue" if r.get("kept") is None else ("tab:green" if r["kept"] else "tab:red") for r in rows]

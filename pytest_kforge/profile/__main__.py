@@ -61,6 +61,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per ncu run")
     ap.add_argument("--baseline", default=None, help="version to compare with (default: the parent)")
     ap.add_argument("--from-csv", default=None, help="read recorded raw CSVs from this folder instead of running ncu")
+    ap.add_argument("--gpu", default=None, metavar="NAME",
+                    help="the GPU the --from-csv data was captured on (e.g. 'NVIDIA H100 80GB HBM3'): its calibrated "
+                         "ceilings set the floors (default: this machine's GPU, the H200 default without one)")
     ap.add_argument("--no-devlog", action="store_true", help="do not update docs/kernels/<kernel>.md")
     ap.add_argument("--bench-json", default=None,
                     help="the harness's results JSON (--kforge-json): its median_us goes beside ncu's duration")
@@ -95,10 +98,17 @@ def main(argv: list[str] | None = None) -> int:
         if not sep or not trial or not path:
             ap.error(f"--peer-csv {item!r} is not TRIAL=PATH; write e.g. --peer-csv spec=side/peer-flashmla.csv.gz")
         peer_csv.setdefault(trial, []).append(path)
+    roofline = None
+    if args.gpu:
+        from ..calibrate import roofline_for
+        from ..config import load_config
+
+        roofline, line = roofline_for(args.gpu, load_config(args.root))
+        print(f"kforge profile: floors from the {line}")
     outcomes = profile_version(args.kernel, args.kversion, trials, root=args.root, reports_dir=args.out,
                                ncu=args.ncu, timeout_s=args.timeout, baseline=args.baseline,
                                from_csv=args.from_csv, update_devlog=not args.no_devlog, bench_us=bench,
-                               peer_csv=peer_csv)
+                               peer_csv=peer_csv, roofline=roofline)
     for o in outcomes:
         print(o.line())
     return 0 if all(o.fault is None for o in outcomes) else 1

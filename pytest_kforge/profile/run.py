@@ -95,6 +95,11 @@ def profile_version(kernel: str, version: str, trials: Sequence[str] | None = No
     exe = find_ncu(ncu) if from_csv is None else None
     if exe is not None:
         available = available_metrics(exe, cache=root / ".kforge-cache" / "ncu-query-metrics.txt")
+        if roofline is None:  # this GPU's ceilings, as the suite resolves them (recorded CSVs keep the default)
+            from pytest_kforge.calibrate import device_name, roofline_for
+            from pytest_kforge.config import load_config
+
+            roofline, _line = roofline_for(device_name("cuda"), load_config(root))
     for trial in trials or spec.default_trials:
         out = TrialOutcome(kernel, version, trial)
         loaded: list[str] | None = None
