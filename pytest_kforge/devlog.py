@@ -38,7 +38,7 @@ def _ceilings(record: BestRecord) -> str:
 
     d = Roofline()
     roof = record.roofline or {"tbs": d.bandwidth_bytes_per_s / 1e12, "tflops": d.flops_per_s / 1e12}
-    return f"{roof['tbs']:g} TB/s and {roof['tflops']:g} TFLOP/s"
+    return f"{roof['tbs']:.3g} TB/s and {roof['tflops']:.0f} TFLOP/s"
 
 
 def _cell(row: Mapping[str, Any], trial: str, key: str, fmt: str) -> str:

@@ -25,7 +25,7 @@ from typing import Any
 LANGUAGE = "cute-dsl"
 PARENT = "v0"
 DESCRIPTION = "CuTe DSL: one CTA per token, row in registers (16-byte vectors), warp/half-warp butterflies"
-FEATURES = ("row-in-registers", "half-warp-group-amax")
+FEATURES = ("row-in-registers", "compile-once-dynamic-sizes", "half-warp-group-amax")
 CONFIG: dict[str, Any] = {"threads": 128}
 
 GROUP, VEC, FP8_MAX, AMAX_FLOOR = 128, 8, 448.0, 1e-10

@@ -20,7 +20,7 @@ from typing import Any
 LANGUAGE = "cute-dsl"
 PARENT = "v1_cute"
 DESCRIPTION = "v1_cute with the weight vectors loaded beside x before the reduction (one memory wait per CTA)"
-FEATURES = ("row-in-registers", "half-warp-group-amax", "prefetch-weight-with-input")
+FEATURES = ("row-in-registers", "compile-once-dynamic-sizes", "half-warp-group-amax", "prefetch-weight-with-input")
 CONFIG: dict[str, Any] = {"threads": 128}
 
 GROUP, VEC, FP8_MAX, AMAX_FLOOR = 128, 8, 448.0, 1e-10

@@ -252,6 +252,8 @@ from kforge_kernels.{kernel} import {parent} as _parent
 LANGUAGE = {language!r}
 PARENT = {parent!r}
 DESCRIPTION = {description!r}
+# a CONFIG child applies what its parent applies (the profiler leaves those entries out of its opportunities)
+FEATURES = tuple(getattr(_parent, "FEATURES", None) or ())
 CONFIG: dict[str, Any] = {{
 {cfg},
 }}
