@@ -109,12 +109,35 @@ def run_checks(dsls: tuple[str, ...] = DSLS) -> tuple[list[Check], bool]:
         checks.append(Check("CuTe DSL", "FAIL" if err else "ok",
                             f"import cutlass.cute failed ({err}); {install_command()}" if err
                             else f"nvidia-cutlass-dsl {vers['nvidia-cutlass-dsl']}"))
+        if not err:
+            checks.append(cute_flavour_check(_cute_cuda_version()))
     else:
         checks.append(Check("CuTe DSL", "ok", "not checked (this run has no cute-dsl version)"))
     ncu = shutil.which("ncu")
     checks.append(Check("ncu", "ok" if ncu else "warn",
                         ncu or "not on PATH; profiling (--kforge-profile) needs Nsight Compute"))
     return checks, all(c.status != "FAIL" for c in checks)
+
+
+def _cute_cuda_version() -> tuple[int, int] | None:
+    try:
+        from cutlass.base_dsl.version_info import CUDA_VERSION
+    except Exception:  # noqa: BLE001 -- an older DSL without it: nothing to say
+        return None
+    return int(CUDA_VERSION.major), int(CUDA_VERSION.minor)
+
+
+def cute_flavour_check(cuda: tuple[int, int] | None) -> Check:
+    """Which CUDA build of the CuTe DSL loaded: the plain ``pip install nvidia-cutlass-dsl`` brings only the cu12
+    build (PTX ISA 8.8), whose code differs from the cu13 build's (ISA 9.4) that the frozen-version record and
+    every measured version use (stop 45's CI failed on all 63 CuTe versions for this)."""
+    if cuda is None:
+        return Check("CuTe DSL flavour", "warn", "the DSL does not say which CUDA build it loaded")
+    if cuda[0] < 13:
+        return Check("CuTe DSL flavour", "warn", f"the cu{cuda[0]} build (CUDA {cuda[0]}.{cuda[1]}) loaded: its PTX "
+                     "differs from the cu13 build the versions were measured and frozen with; pip install "
+                     "'nvidia-cutlass-dsl[cu13]==4.8.1'")
+    return Check("CuTe DSL flavour", "ok", f"the cu{cuda[0]} build (CUDA {cuda[0]}.{cuda[1]})")
 
 
 def _cutile_checks(vers: dict, ident: dict, install: str) -> list[Check]:

@@ -30,3 +30,11 @@ def test_a_bad_dsl_name_is_refused_in_one_sentence(capsys: pytest.CaptureFixture
     assert doctor.main(["--dsl", "cute"]) == 2
     assert capsys.readouterr().out.strip() == "doctor: --dsl wants a comma list of cutile-dsl, cute-dsl; got cute"
     assert doctor.main(["--dsl"]) == 2
+
+
+def test_the_cute_dsls_cuda_flavour_is_named_and_cu12_warned() -> None:
+    """The plain install brings the cu12 build, whose PTX differs from the recorded cu13 build's (stop 45's CI)."""
+    warn = doctor.cute_flavour_check((12, 9))
+    assert warn.status == "warn" and "nvidia-cutlass-dsl[cu13]==4.8.1" in warn.detail
+    assert doctor.cute_flavour_check((13, 4)) == doctor.Check("CuTe DSL flavour", "ok", "the cu13 build (CUDA 13.4)")
+    assert doctor.cute_flavour_check(None).status == "warn"
