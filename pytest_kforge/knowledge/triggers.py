@@ -80,7 +80,9 @@ class Trigger:
 
     def describe(self, metrics: Mapping[str, float]) -> str:
         """``dram_pct=83.1, tensor_pct=12`` -- the measured values the trigger looked at."""
-        return ", ".join(f"{m}={float(metrics[m]):.4g}" for m in self.metrics() if m in metrics)
+        # two decimals, trailing zeros dropped: 216.6172 KB reads 216.62 (4 significant digits lost the 0.0172)
+        return ", ".join(f"{m}={f'{float(metrics[m]):.2f}'.rstrip('0').rstrip('.')}" for m in self.metrics()
+                         if m in metrics)
 
 
 def parse_trigger(text: str) -> Trigger:
