@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from kforge_kernels._shared import cute_fastcall as fastcall
+
 __all__ = ["Launcher", "FALLBACKS", "compiled", "dummy_ptr"]
 
 _COMPILED: dict[tuple, Any] = {}
@@ -55,11 +57,14 @@ class Launcher:
         self.stream = cuda.CUstream(stream)
         self._run: Any = None
         self._exe_args: Any = None
+        self._packed: Any = None
         if all(_rewritable(p) for p in self.ptrs):
             try:
                 ex = _executor(fn, device_index)
                 self._exe_args, self._adapted = ex.generate_execution_args(*self.ptrs, *self.scalars, self.stream)
                 self._run = ex.run_compiled_program
+                if fastcall.enabled():  # opt-in until timed on a GPU (kernels/_shared/cute_fastcall.py)
+                    self._packed = fastcall.packed_call(ex, self._exe_args)
             except (AttributeError, TypeError) as exc:
                 FALLBACKS.append(f"{type(exc).__name__}: {exc}")
         else:
@@ -70,7 +75,10 @@ class Launcher:
             for p, a in zip(self.ptrs, addrs):
                 p._desc.value = a
                 p._pointer = a
-            self._run(self._exe_args)
+            if self._packed is not None:
+                self._packed()
+            else:
+                self._run(self._exe_args)
             return
         import cutlass.cute as cute
         from cutlass.cute.runtime import make_ptr

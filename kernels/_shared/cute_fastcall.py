@@ -1,0 +1,55 @@
+"""One CuTe DSL launch with its packed argument array built once: per call, one ctypes call and an error check.
+
+A compiled CuTe DSL function's executor (``fn.to(device)``, nvidia-cutlass-dsl 4.8.1) launches through
+``run_compiled_program(exe_args)``: per call it refills a thread-local ``c_void_p`` array from ``exe_args`` (the
+addresses of each argument's C storage, plus the executor's CUDA-result slot and kernel pointers), calls
+``capi_func(array)`` -- the compiled host code, which ends in ``cudaLaunchKernelExC`` on the stream marshalled into
+the arguments -- and reads the result code.  The addresses never change for marshalled arguments whose storage is
+rewritten in place (the pre-marshalled launchers write new tensor addresses into the pointers' ``_desc``), so the
+array can be built once: :class:`PackedCall` copies the executor's own array for those ``exe_args`` and a call is
+``capi_func(array)`` alone.  Expected: ~2.5-3 us of host time per launch instead of ~7 us (helper-8's reading of
+``base_dsl/jit_executor.py``; to be measured).  The launch is the same one (same host code, same stream), so a
+CUDA graph captures it as before.
+
+It reads executor internals (``_get_invoke_packed_args``, ``capi_func``, ``cuda_result``): :func:`packed_call`
+returns None when they are not there, and the caller keeps ``run_compiled_program``.  Opt-in while it is
+unmeasured: ``KFORGE_CUTE_FASTCALL=1``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["PackedCall", "packed_call", "enabled"]
+
+
+def enabled() -> bool:
+    """``KFORGE_CUTE_FASTCALL=1`` turns the packed call on (off by default until a GPU run has timed it)."""
+    return os.environ.get("KFORGE_CUTE_FASTCALL", "") == "1"
+
+
+class PackedCall:
+    """``capi_func(array)`` with ``array`` fixed; raises when the launch reports a CUDA error."""
+
+    def __init__(self, capi: Any, array: Any, result: Any) -> None:
+        self._capi, self._array, self._result = capi, array, result
+
+    def __call__(self) -> None:
+        self._capi(self._array)
+        if self._result is not None and self._result.value != 0:
+            raise RuntimeError(f"the CuTe DSL kernel launch failed with CUDA error {self._result.value}")
+
+
+def packed_call(executor: Any, exe_args: Sequence[Any]) -> PackedCall | None:
+    """A :class:`PackedCall` of ``executor`` for ``exe_args`` (from its ``generate_execution_args``), or None when the
+    executor lacks the internals it reads (another DSL version: keep ``run_compiled_program``)."""
+    pack = getattr(executor, "_get_invoke_packed_args", None)
+    capi = getattr(executor, "capi_func", None)
+    if pack is None or capi is None or not hasattr(executor, "cuda_result"):
+        return None
+    shared = pack(list(exe_args))  # the executor's thread-local array, refilled by its next launch: copy it
+    array = (ctypes.c_void_p * len(shared))(*shared)
+    return PackedCall(capi, array, executor.cuda_result)
