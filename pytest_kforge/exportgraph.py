@@ -1,6 +1,9 @@
 """The module graph of an export (:mod:`pytest_kforge.export`): which files of a kernel folder a version reaches
 through its imports, each file's ``kforge_kernels.<kernel>`` imports rewritten as relative ones, and the check that
-the written package stands alone (no harness, no other kernel, no project module outside it)."""
+the written package stands alone (no harness, no other kernel, no project module outside it).
+
+The shared helper folder ``kernels/_shared/`` (``kforge_kernels._shared``) is vendored too: a module of it that the
+version reaches lands at ``_shared/<module>.py`` inside the package, and its importers get a relative import."""
 
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ __all__ = ["ExportError", "FORBIDDEN", "collect", "rewrite", "check", "relative"
 #: project's kernel folders and benchmarks
 FORBIDDEN = ("pytest_kforge", "kforge_kernels", "kernels", "benchmarks")
 _PKG = "kforge_kernels"
+SHARED = "_shared"  # kernels/_shared: host helpers every kernel's versions may import
 _FROM = re.compile(r"from\s+([A-Za-z_][\w.]*)(\s+import\b)")
 
 
@@ -44,9 +48,14 @@ class _File:
         return self.parts if self.is_pkg else self.parts[:-1]
 
 
+def _where(bases: Sequence[Path], parts: tuple[str, ...]) -> Sequence[Path]:
+    """Where module ``parts`` lives: the kernels folder for ``_shared`` modules, else the kernel package's bases."""
+    return [bases[0].parent] if parts[:1] == (SHARED,) and bases else bases
+
+
 def _locate(bases: Sequence[Path], parts: tuple[str, ...]) -> tuple[Path, bool] | None:
     """The file of module ``parts`` under the kernel package's ``bases`` and whether it is a package's ``__init__``."""
-    for base in bases:
+    for base in _where(bases, parts):
         stem = base.joinpath(*parts)
         if parts and stem.with_suffix(".py").is_file():
             return stem.with_suffix(".py"), False
@@ -56,12 +65,15 @@ def _locate(bases: Sequence[Path], parts: tuple[str, ...]) -> tuple[Path, bool] 
 
 
 def _is_dir(bases: Sequence[Path], parts: tuple[str, ...]) -> bool:
-    return any(base.joinpath(*parts).is_dir() for base in bases)
+    return any(base.joinpath(*parts).is_dir() for base in _where(bases, parts))
 
 
 def _kernel_parts(name: str, kernel: str) -> tuple[str, ...] | None:
-    """``name``'s parts inside ``kforge_kernels.<kernel>``, or None when it names no module of that kernel."""
+    """``name``'s parts inside ``kforge_kernels.<kernel>`` (``("_shared", ...)`` for ``kforge_kernels._shared``), or
+    None when it names no module of that kernel or the shared folder."""
     parts = tuple(name.split("."))
+    if parts[:2] == (_PKG, SHARED):
+        return parts[1:]
     return parts[2:] if parts[:2] == (_PKG, kernel) else None
 
 
@@ -114,10 +126,12 @@ def _kernel_targets(node: ast.Import | ast.ImportFrom, f: _File, kernel: str, ba
                 return []
             kp = _kernel_parts(mod, kernel)
             if kp is None:
-                raise _fail(what, f, node, mod, f"import modules of kernels/{kernel}/ only, by their full name")
+                raise _fail(what, f, node, mod, f"import modules of kernels/{kernel}/ or kernels/{SHARED}/ only, by "
+                            f"their full name")
             base = kp
         if _locate(bases, base) is None and not _is_dir(bases, base):
-            raise _fail(what, f, node, ".".join((_PKG, kernel) + base), f"no such module in kernels/{kernel}/")
+            raise _fail(what, f, node, ".".join(((_PKG,) if base[:1] == (SHARED,) else (_PKG, kernel)) + base),
+                        f"no such module in kernels/{kernel}/" if base[:1] != (SHARED,) else "no such shared module")
         return [base] + [base + (a.name,) for a in node.names if a.name != "*"]
     out: list[tuple[str, ...]] = []
     for a in node.names:
@@ -125,7 +139,7 @@ def _kernel_targets(node: ast.Import | ast.ImportFrom, f: _File, kernel: str, ba
             continue
         kp = _kernel_parts(a.name, kernel)
         if kp is None or not kp or (_locate(bases, kp) is None and not _is_dir(bases, kp)):
-            raise _fail(what, f, node, a.name, f"import modules of kernels/{kernel}/ only")
+            raise _fail(what, f, node, a.name, f"import modules of kernels/{kernel}/ or kernels/{SHARED}/ only")
         out.append(kp)
     return out
 

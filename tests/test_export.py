@@ -240,15 +240,54 @@ def test_every_import_form_becomes_relative_and_runs(tmp_path: Path) -> None:
     assert ran.stdout.strip() == "{'small': {'n': 8}} toy_v0 of toy v0: every import form."
 
 
+SHARED_HELPER = '''"""A host helper every kernel may import."""
+
+from . import consts
+
+
+def triple(x):
+    return x * consts.THREE
+'''
+
+
+def test_shared_helpers_are_vendored_under_the_package(tmp_path: Path) -> None:
+    kdir = _toy(tmp_path, v1='''
+        from kforge_kernels._shared.helper import triple
+        import kforge_kernels._shared.consts as c
+        LANGUAGE = "torch"
+        DESCRIPTION = "uses kernels/_shared"
+        def run(x, *, y, config=None):
+            from kforge_kernels._shared import helper
+            return triple(x) + helper.triple(c.THREE)
+        ''')
+    (kdir / "_shared").mkdir()
+    (kdir / "_shared" / "helper.py").write_text(SHARED_HELPER)
+    (kdir / "_shared" / "consts.py").write_text("THREE = 3\n")
+    out = tmp_path / "out"
+    done = export("toy", "v1", out, kernels_dir=kdir)
+    assert done.modules == ("_shared/consts.py", "_shared/helper.py", "v1.py")
+    assert "_shared/__init__.py" in done.others
+    v1 = (out / "toy_v1" / "v1.py").read_text()
+    assert "from ._shared.helper import triple\n" in v1 and "from ._shared import consts as c\n" in v1
+    assert "    from ._shared import helper\n" in v1
+    assert (out / "toy_v1" / "_shared" / "helper.py").read_text() == SHARED_HELPER  # its own imports are relative
+    ran = subprocess.run([sys.executable, "-c", "import toy_v1 as t; print(t.run(2, y=None))"], cwd=out,
+                         env=_clean_env(out), capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.strip() == "15"
+
+
 @pytest.mark.parametrize(("source", "message"), [
     ("import benchmarks.public_call as pc\nLANGUAGE = 'torch'\nDESCRIPTION = 'x'\ndef run(x, *, y, config=None):\n"
      "    return y\n", r"imports benchmarks\.public_call at line 1; an exported package must "
                       r"not need the harness"),
     ("from kforge_kernels.mla.cute import host\n", r"imports kforge_kernels\.mla\.cute at line 1; import modules of "
-                                                    r"kernels/toy/ only"),
+                                                    r"kernels/toy/ or kernels/_shared/ only"),
     ("import kforge_kernels.toy.lib.deep\n", r"imports kforge_kernels\.toy\.lib\.deep at line 1; a relative import needs "
                                            r"`import a\.b as c`"),
     ("from kforge_kernels.toy.nowhere import x\n", r"imports kforge_kernels\.toy\.nowhere at line 1; no such module"),
+    ("from kforge_kernels._shared.nowhere import x\n", r"imports kforge_kernels\._shared\.nowhere at line 1; no such "
+                                                      r"shared module"),
     ("import toyutil\n", r"imports toyutil at line 1; it is a module of this project outside the package"),
 ])
 def test_what_would_not_stand_alone_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str,

@@ -95,7 +95,7 @@ def _vnum(name: str) -> int | None:
 
 def make_scratch(source: RunState, root: Path, scratch: Path | None) -> Path:
     """A project for the replay: the root's kernel folder without the run's versions (and later ones),
-    its devlog and knowledge base.  Returns the scratch root."""
+    the shared helper folders under ``kernels/`` (``_shared``), its devlog and knowledge base.  Returns the scratch root."""
     kernel = source.kernel
     kdir = Path(root) / "kernels" / kernel
     if not kdir.is_dir():
@@ -111,10 +111,14 @@ def make_scratch(source: RunState, root: Path, scratch: Path | None) -> Path:
 
     shutil.copytree(kdir, dest / "kernels" / kernel, dirs_exist_ok=True,
                     ignore=lambda _d, names: [n for n in names if n == "__pycache__" or skip(n)])
-    for rel in (f"docs/kernels/{kernel}.md", "docs/knowledge", "agents"):
+    # helper folders beside the kernels (kernels/_shared): versions may import them
+    shared = [f"kernels/{d.name}" for d in sorted(Path(root, "kernels").iterdir())
+              if d.is_dir() and d.name.startswith("_") and d.name != "__pycache__"]
+    for rel in (*shared, f"docs/kernels/{kernel}.md", "docs/knowledge", "agents"):
         src = Path(root) / rel
         if src.is_dir():
-            shutil.copytree(src, dest / rel, dirs_exist_ok=True)
+            shutil.copytree(src, dest / rel, dirs_exist_ok=True,
+                            ignore=shutil.ignore_patterns("__pycache__"))
         elif src.is_file():
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest / rel)
