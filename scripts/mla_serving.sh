@@ -2,6 +2,7 @@
 # One device call for issue 35's serving-shape table, run ON THE GPU MACHINE from the repository root once the
 # CuTe DSL and peers parts are staged and /tmp/kforge-gpu/env.sh is sourced (../shared/gpu/README.md):
 #   the best version beside FlashInfer (and FlashMLA where installed) on the serve_* trials of kernels/mla/spec.py,
+#   the host time per call with and without the packed launch (KFORGE_CUTE_FASTCALL=1),
 #   then the exported package's own test (correctness, ragged shapes, CUDA-graph capture + replay) from a clean
 #   directory.   bash scripts/mla_serving.sh [VERSION=v59_cute] [PEERS=flashinfer_fa3,flashmla] [STEP_S=540]
 set -u
@@ -12,6 +13,12 @@ TRIALS=serve_tp8,serve_tp4,serve_tp2,serve_b1,serve_b256,serve_ragged,serve_mtp4
 nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader
 step serving 380 python3 -m benchmarks.compare --kernel mla --versions "$VERSION" --peers "$PEERS" --trial "$TRIALS" \
     --rounds 30 --out "$OUT/serving.md" --json "$OUT/serving.json"
+# host time per call (issue 35: under 10 us): the default launch path, then the packed call + raw stream getter
+# (kernels/_shared/cute_fastcall.py); public_call also captures each in a CUDA graph and replays it on new values
+step host 150 python3 -m benchmarks.public_call --versions "$VERSION" --trials decode,spec --out "$OUT/host-default"
+step host-fast 150 env KFORGE_CUTE_FASTCALL=1 python3 -m benchmarks.public_call --versions "$VERSION" \
+    --trials decode,spec --out "$OUT/host-fastcall"
+step graph-fast 120 env KFORGE_CUTE_FASTCALL=1 python3 -m pytest -q -p no:cacheprovider tests/test_public_call_gpu.py
 step export 30 python3 -m pytest_kforge.export mla "$VERSION" /tmp/kf-export
 step export-test 120 bash -c "cd /tmp/kf-export && python3 -m pytest -q -p no:cacheprovider"
 echo "== done in $(( $(date +%s) - T0 )) s"

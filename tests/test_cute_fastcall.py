@@ -62,9 +62,14 @@ def test_a_cuda_error_is_raised_and_a_foreign_executor_falls_back(fastcall) -> N
 
 def test_it_is_opt_in(fastcall, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("KFORGE_CUTE_FASTCALL", raising=False)
+    fastcall.enabled.cache_clear()
     assert not fastcall.enabled()
     monkeypatch.setenv("KFORGE_CUTE_FASTCALL", "1")
+    assert not fastcall.enabled()  # read once per process
+    fastcall.enabled.cache_clear()
     assert fastcall.enabled()
+    monkeypatch.delenv("KFORGE_CUTE_FASTCALL")
+    fastcall.enabled.cache_clear()
 
 
 def test_the_installed_dsl_has_the_internals_it_reads() -> None:

@@ -8,11 +8,13 @@ compiled function is kept in ``_CACHE`` for the life of the process.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from collections.abc import Mapping
 from typing import Any
 
+from kforge_kernels._shared.cute_fastcall import current_stream
 from kforge_kernels.mla.cute.kinds import (bf16_partials, combine_class, fused, kernel_class, pair_exchange_global,
                                             redo_kind, redo_only, shape_kind, tail_balanced, takes_finals)
 from kforge_kernels.mla.cute.tail_plan import MAX_PARTS, TailPlan, plan_tail
@@ -33,14 +35,17 @@ def check_inputs(q: Any, kv_cache: Any, block_table: Any, cache_seqlens: Any) ->
     """Raise ValueError (one sentence) when the inputs break the MLA contract the kernel assumes."""
     import torch
 
-    if q.dtype != torch.bfloat16 or kv_cache.dtype != torch.bfloat16:
+    # identity tests and torch.Size == tuple: this runs on every call (host time, see run_split_combine)
+    bf16, i32 = torch.bfloat16, torch.int32
+    if q.dtype is not bf16 or kv_cache.dtype is not bf16:
         raise ValueError(f"q and kv_cache must be bfloat16 (got {q.dtype}, {kv_cache.dtype}); cast them first.")
-    if q.dim() != 4 or q.shape[-1] != D_QK or tuple(kv_cache.shape[1:]) != (PAGE, D_QK):
+    qs = q.shape
+    if len(qs) != 4 or qs[3] != D_QK or kv_cache.shape[1:] != (PAGE, D_QK):
         raise ValueError(
             f"expected q [b,s,h,{D_QK}] and kv_cache [n,{PAGE},{D_QK}], got {tuple(q.shape)} and "
             f"{tuple(kv_cache.shape)}; reshape to the MLA contract."
         )
-    if block_table.dtype != torch.int32 or cache_seqlens.dtype != torch.int32:
+    if block_table.dtype is not i32 or cache_seqlens.dtype is not i32:
         raise ValueError("block_table and cache_seqlens must be int32 tensors; convert them with .int().")
 
 
@@ -148,9 +153,18 @@ def prepare(kind: str, params: Mapping[str, int], config: Mapping[str, Any], all
         compiled(kind, s, h, stages)  # its tail grid (_cute_seesaw_tail)
 
 
+def config_key(config: Mapping[str, Any]) -> tuple[int, int, int, float]:
+    """The part of a plan's key that ``config`` decides: (stages, num_splits, sm_count, tail_edge_pages)."""
+    return (int(config.get("stages", 2)), int(config.get("num_splits", 0) or 0), int(config.get("sm_count", H200_SMS)),
+            float(config.get("tail_edge_pages", 3.0)))
+
+
+_redo_only = functools.cache(redo_only)  # the per-call kind check, without scanning the redo tables each time
+
+
 def run_split_combine(
     q, kv_cache, block_table, cache_seqlens, softmax_scale, out, lse, config, kind, allow_direct=False,
-    trace_buf=None,
+    trace_buf=None, *, cfg_key: tuple | None = None,
 ) -> None:
     """Launch the split kernel (+ combine) on the current torch stream, writing into out and lse.
 
@@ -161,32 +175,44 @@ def run_split_combine(
     The split decision, the kernels, the workspace and the marshalled launch arguments are the
     shape's plan (``_cute_plan``), made on the first call; a later call of the shape writes six
     addresses and launches: no allocation, no memset (but a fused kind's counters), no host sync.
+    ``cfg_key``: :func:`config_key` of ``config`` when the caller has it already (a version's own CONFIG).
+
+    Every line here runs per call, so it is host time a decode step pays (issue 35: under 10 us): the checks use
+    identity tests, each address is read once, the device is an index, and the plan is looked up before anything
+    else is built.
     """
-    if redo_only(kind):
+    if _redo_only(kind):
         raise ValueError(f"kernel kind {kind!r} only runs behind its stale-max kind; run "
                          f"'sm90_seesaw_pair_stale_redo' (v57_cute) instead.")
-    import torch
-
-    from kforge_kernels.mla.cute.plan import plan_for
-
     check_inputs(q, kv_cache, block_table, cache_seqlens)
     b, s, h, _ = q.shape
     q, kv_cache = q.contiguous(), kv_cache.contiguous()
     # cp.async moves 16-byte chunks: an unaligned view (rare) gets an aligned copy
-    q = q if q.data_ptr() % 16 == 0 else q.clone()
-    kv_cache = kv_cache if kv_cache.data_ptr() % 16 == 0 else kv_cache.clone()
+    qa, kva = q.data_ptr(), kv_cache.data_ptr()
+    if qa % 16:
+        q = q.clone()
+        qa = q.data_ptr()
+    if kva % 16:
+        kv_cache = kv_cache.clone()
+        kva = kv_cache.data_ptr()
     block_table, cache_seqlens = block_table.contiguous(), cache_seqlens.contiguous()
-    dev = q.device
-    key = (kind, b, s, h, block_table.shape[1], int(config.get("stages", 2)), int(config.get("num_splits", 0) or 0),
-           int(config.get("sm_count", H200_SMS)), float(config.get("tail_edge_pages", 3.0)), bool(allow_direct),
-           trace_buf is not None, dev.index)
-    stream = torch.cuda.current_stream(dev).cuda_stream
-    plan = plan_for(key, dev, stream)
+    dev = q.get_device()
+    stream = current_stream(dev)
+    key = (kind, b, s, h, block_table.shape[1], *(cfg_key or config_key(config)), bool(allow_direct),
+           trace_buf is not None, dev)
+    full = (*key, stream)
+    plan = _plan.PLANS.get(full)  # plan_for's hit path, inline
+    if plan is None:
+        plan = _plan.plan_for(key, dev, stream)
+    else:
+        _plan.PLANS.move_to_end(full)
     # out/lse views we cannot address as dense [b, s*h, 512] / [b, h, s]: the plan's scratch, then a copy
-    dense = out.is_contiguous() and lse.is_contiguous() and out.data_ptr() % 16 == 0 and lse.data_ptr() % 4 == 0
-    o_dst, l_dst = (out, lse) if dense else plan.scratch_for(out, lse)
-    addrs = {"q": q.data_ptr(), "kv": kv_cache.data_ptr(), "bt": block_table.data_ptr(),
-             "lens": cache_seqlens.data_ptr(), "o": o_dst.data_ptr(), "l": l_dst.data_ptr()}
+    oa, la = out.data_ptr(), lse.data_ptr()
+    dense = oa % 16 == 0 and la % 4 == 0 and out.is_contiguous() and lse.is_contiguous()
+    if not dense:
+        o_dst, l_dst = plan.scratch_for(out, lse)
+        oa, la = o_dst.data_ptr(), l_dst.data_ptr()
+    addrs = {"q": qa, "kv": kva, "bt": block_table.data_ptr(), "lens": cache_seqlens.data_ptr(), "o": oa, "l": la}
     if trace_buf is not None:
         addrs["trace"] = trace_buf.data_ptr()
     plan(addrs, stream, float(softmax_scale), kv_cache.shape[0])
@@ -255,7 +281,7 @@ def prepare_version(kind: str, defaults: Mapping[str, Any], params: Mapping[str,
 def run_version(name: str, kind: str, defaults: Mapping[str, Any], q, kv_cache, block_table, cache_seqlens,
                 softmax_scale, out, lse, config: Mapping[str, Any] | None) -> tuple[Any, Any]:
     """A 2-stage version's ``run``: check ``stages``, then :func:`run_split_combine` (direct allowed)."""
-    cfg = {**defaults, **(config or {})}
+    cfg = {**defaults, **config} if config else defaults
     if int(cfg["stages"]) != 2:
         raise ValueError(
             f"{name} supports stages=2 only (got {cfg['stages']}); Q, P and 3 pages exceed 227 KB of shared memory."
@@ -308,3 +334,8 @@ def version_functions(name: str, kind: str, defaults: Mapping[str, Any]) -> tupl
     for fn in (supports, prepare, run):
         fn.__qualname__ = f"{name}.{fn.__name__}"
     return supports, prepare, run
+
+
+# the plan module imports this one: bound last, once everything it reads here is defined (a `from` import inside
+# run_split_combine cost ~1 us per call)
+from kforge_kernels.mla.cute import plan as _plan  # noqa: E402

@@ -27,6 +27,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
+from kforge_kernels._shared import cute_fastcall as fastcall
 from kforge_kernels.mla.cute import host as host
 from kforge_kernels.mla.cute.kinds import (bf16_partials, fused, pair_exchange_global, redo_kind, shape_kind,
                                             takes_finals, writes_redo_flags)
@@ -58,16 +59,21 @@ class _Launch:
 
     def __init__(self, fn: Any, args: tuple, device_index: int) -> None:
         self.fn, self.args = fn, args
+        self._packed: Any = None
         try:
             executor = _executor(fn, device_index)
             exe_args, self._adapted = executor.generate_execution_args(*args)
             self._run, self._exe_args = executor.run_compiled_program, exe_args
+            if fastcall.enabled():  # opt-in until timed on a GPU (kernels/_shared/cute_fastcall.py)
+                self._packed = fastcall.packed_call(executor, exe_args)
         except (AttributeError, TypeError) as exc:
             FALLBACKS.append(f"{type(exc).__name__}: {exc}")
             self._run, self._exe_args = None, None
 
     def __call__(self) -> None:
-        if self._run is not None:
+        if self._packed is not None:
+            self._packed()
+        elif self._run is not None:
             self._run(self._exe_args)
         else:
             self.fn(*self.args)
@@ -263,6 +269,7 @@ def _launches(plan: Plan, P: dict[str, Any], ptr: Callable[..., Any], i32: Any, 
 
 def plan_for(key: tuple, device: Any, stream: int) -> Plan:
     """The implicit plan of ``key`` on ``stream``: built on the first call outside a capture, then reused.
+    ``device``: a torch device or a CUDA device index.
 
     A CUDA graph capture (torch.cuda.graph warms up on a side stream, then captures on its own) reuses the
     newest plan built outside a capture for the same shape, so the captured launches use workspace that
@@ -282,6 +289,10 @@ def plan_for(key: tuple, device: Any, stream: int) -> Plan:
                                "capture (a warm-up, as torch.cuda.graph requires) and capture again.")
         warm.captured = True
         return warm
+    if isinstance(device, int):  # the caller's device index (run_split_combine): a device object only on a miss
+        import torch
+
+        device = torch.device("cuda", device)
     plan = PLANS[full] = _WARM[key] = Plan(key, device, stream)
     while len(PLANS) > MAX_PLANS:
         old = next((k for k, p in PLANS.items() if not p.captured), None)

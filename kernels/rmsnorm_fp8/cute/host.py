@@ -40,17 +40,6 @@ def compiled_for(tag: str, cls: Any, d: int, threads: int) -> Any:
     return compiled((tag, d, threads, os.environ.get("CUTE_DSL_ARCH", "")), build)
 
 
-def _current_stream(index: int) -> int:
-    """The caller's current CUDA stream as an int: torch's raw getter (what Inductor uses, ~0.2 us; the capture
-    stream inside a CUDA graph capture) with KFORGE_CUTE_FASTCALL=1, else torch.cuda.current_stream (~2.8 us)."""
-    import torch
-
-    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    if raw is not None and fastcall.enabled():
-        return int(raw(index))
-    return int(torch.cuda.current_stream(index).cuda_stream)
-
-
 def version_functions(tag: str, kernel_cls: Callable[[], Any], config: Mapping[str, Any]) -> tuple[Any, Any, Any]:
     """``supports, prepare, run`` of a CuTe version whose kernel class ``kernel_cls()`` returns."""
 
@@ -75,7 +64,7 @@ def version_functions(tag: str, kernel_cls: Callable[[], Any], config: Mapping[s
 
         threads = int((config or {}).get("threads", cfg_default))
         t, d = check(x, weight, q, scale)
-        stream = _current_stream(x.device.index or 0)
+        stream = fastcall.current_stream(x.device.index or 0)
         key = (tag, t, d, threads, float(eps), stream, x.device.index)
         launch = _LAUNCHERS.get(key)
         if launch is None:

@@ -1,0 +1,105 @@
+"""The Python part of a CuTe MLA version's host time, on the CPU: its public call up to the launch.
+
+A decode step's host time is this Python (checks, plan lookup, address writes), the current-stream lookup and the
+launch itself.  This times the first with the other two stubbed out (a no-op launch, stream 0) on CPU tensors of
+a trial's shape, through the version's own ``run`` -- every line that runs per call on the GPU runs here too, but
+the launch's own cost (``run_compiled_program`` or the packed call of ``kernels/_shared/cute_fastcall.py``) is a
+GPU measurement (``benchmarks/public_call.py``).  Needs the CuTe DSL installed only for the imports::
+
+    python kernels/mla/tools/host_path.py --version v59_cute --trial decode [--launches 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+class _Desc:
+    value = 0
+
+
+class _Ptr:  # what Binding.set writes: a make_ptr's C storage (``_desc.value``) and its ``_pointer``
+    def __init__(self) -> None:
+        self._desc, self._pointer = _Desc(), 0
+
+
+def _stub(plan_mod: Any, launches: int) -> None:
+    """Make the plan module build plans whose one binding launches ``launches`` no-ops (no compile, no GPU)."""
+    real = plan_mod.Plan
+
+    def fake(key: tuple, device: Any, stream: int) -> Any:
+        p = object.__new__(real)
+        p.sem, p.scratch, p.captured = None, None, False
+        b = object.__new__(plan_mod.Binding)
+        b.ptrs = {name: _Ptr() for name, _, _ in plan_mod._PTRS}
+        b.rewritable, b.launches = True, [lambda: None] * launches
+        p.bindings = _AnyScale(b)
+        return p
+
+    plan_mod.Plan = fake
+
+
+class _AnyScale(dict):
+    """The binding lookup of a fake plan: one binding for any (stream, scale, pages)."""
+
+    def __init__(self, binding: Any) -> None:
+        super().__init__()
+        self._b = binding
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        return self._b
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--version", default="v59_cute")
+    ap.add_argument("--trial", default="decode")
+    ap.add_argument("--launches", type=int, default=1, help="no-op launches per call (the plan's kernel count)")
+    ap.add_argument("--calls", type=int, default=5000)
+    args = ap.parse_args(argv)
+    sys.path.insert(0, str(ROOT))
+    import torch
+
+    from pytest_kforge.registry import load_version
+
+    v = load_version("mla", args.version)
+    if v.language != "cute-dsl":
+        print(f"host_path: {args.version} is a {v.language} version; pass a CuTe DSL one.", file=sys.stderr)
+        return 2
+    params = dict(v.spec.trials[args.trial])
+    inputs = v.spec.make_inputs(params, seed=0, device="cpu")
+    outputs = v.spec.alloc_outputs(params, device="cpu")
+    import importlib
+
+    plan_mod = importlib.import_module("kforge_kernels.mla.cute.plan")
+    _stub(plan_mod, args.launches)
+    torch.Tensor.get_device = lambda self: 0  # type: ignore[method-assign]  # CPU tensors say -1
+    stream0 = type("Stream", (), {"cuda_stream": 0})()
+    torch.cuda.current_stream = lambda index=None: stream0  # type: ignore[assignment]
+    torch._C._cuda_getCurrentRawStream = lambda index: 0  # type: ignore[attr-defined]
+
+    def call() -> Any:
+        return v(**inputs, **outputs)
+
+    for _ in range(1000):
+        call()
+    reps = []
+    for _ in range(9):
+        t0 = time.perf_counter()
+        for _ in range(args.calls):
+            call()
+        reps.append((time.perf_counter() - t0) / args.calls * 1e6)
+    print(f"{args.version} {args.trial}: {min(reps):.2f} us min, {statistics.median(reps):.2f} us median per call "
+          f"up to the launch (CPU, {args.launches} no-op launch(es), stream lookup stubbed)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
