@@ -137,6 +137,51 @@ def test_split_path_launches_main_then_combine_on_plan_owned_partials(fake) -> N
     assert log[0][1][4:6] == parts and log[1][1][2:4] == [_p("o", other), _p("l", other)]
 
 
+def test_unchanged_addresses_are_not_rewritten_and_an_edited_dict_is(fake) -> None:
+    """A serving loop passes the same buffers: the binding skips the writes; an address that changed is written,
+    also when the caller edited the dict it passed before."""
+    _host, plan_mod, log = fake
+    key = _key("sm80", 4, 1, 16, 8, allow_direct=False)
+    addrs = dict(ADDR)
+    p = _call(plan_mod, key, addrs)
+    binding = next(iter(p.bindings.values()))
+    writes: list = []
+    for ptr in binding.ptrs.values():  # record each write to the C storage the launches read
+        ptr._desc = _Recorder(ptr._desc.value, writes)
+    log.clear()
+    _call(plan_mod, key, dict(ADDR))
+    assert writes == [] and log[0][1][:4] == [_p("q"), _p("kv"), _p("bt"), _p("lens")]
+    addrs["q"] += 0x100  # edited in place, passed again
+    _call(plan_mod, key, addrs)
+    assert 0x10100 in writes and log[-2][1][0] == ("ptr", 0x10100)
+
+
+class _Recorder:
+    """A ``_desc`` stand-in that records the values written to it."""
+
+    def __init__(self, value: int, writes: list) -> None:
+        self._value, self._writes = value, writes
+
+    @property
+    def value(self) -> int:
+        return self._value
+
+    @value.setter
+    def value(self, v: int) -> None:
+        self._writes.append(v)
+        self._value = v
+
+
+def test_a_cpu_tensor_is_refused_in_one_sentence(fake) -> None:
+    host, _plan, _log = fake
+    q = torch.zeros(1, 1, 16, 576, dtype=torch.bfloat16)
+    kv = torch.zeros(2, 64, 576, dtype=torch.bfloat16)
+    bt, lens = torch.zeros(1, 2, dtype=torch.int32), torch.ones(1, dtype=torch.int32)
+    out, lse = torch.empty(1, 1, 16, 512, dtype=torch.bfloat16), torch.empty(1, 16, 1)
+    with pytest.raises(ValueError, match=r"must be CUDA tensors \(q is on the CPU\); move them to the GPU first"):
+        host.run_split_combine(q, kv, bt, lens, 0.1, out, lse, {}, "sm80")
+
+
 def test_fused_kind_zeroes_its_counters_before_every_call(fake) -> None:
     _host, plan_mod, log = fake
     key = _key("sm90_seesaw_fused", 4, 1, 16, 8, allow_direct=False)
@@ -193,3 +238,12 @@ def test_capturing_a_shape_never_called_is_refused_with_what_to_do(fake, monkeyp
     warm = plan_mod.plan_for(_key("sm80", 4, 1, 16, 8), CPU, 3)
     monkeypatch.setattr(plan_mod, "_capturing", lambda: True)
     assert plan_mod.plan_for(_key("sm80", 4, 1, 16, 8), CPU, 11) is warm and warm.captured
+
+
+def test_a_versions_config_key_is_computed_once_and_follows_an_edit_in_place(fake) -> None:
+    host, _plan, _log = fake
+    cfg = dict(host.SEESAW_CONFIG)
+    first = host._defaults_key(cfg)
+    assert first == host.config_key(cfg) and host._defaults_key(cfg) is first  # the memo's own tuple
+    cfg["num_splits"] = 4
+    assert host._defaults_key(cfg) == host.config_key(cfg) != first

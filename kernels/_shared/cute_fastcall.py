@@ -24,18 +24,20 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["PackedCall", "packed_call", "enabled", "current_stream"]
+__all__ = ["PackedCall", "packed_call", "enabled", "current_stream", "stream_getter"]
 
 
 @functools.cache
 def enabled() -> bool:
     """``KFORGE_CUTE_FASTCALL=1`` turns the packed call on (off by default until a GPU run has timed it).  Read once
-    per process (an environment lookup costs ~1 us, a call's whole budget is 10); ``enabled.cache_clear()`` re-reads."""
+    per process (an environment lookup costs ~1 us, a call's whole budget is 10); ``enabled.cache_clear()`` (and
+    ``stream_getter.cache_clear()``) re-read it."""
     return os.environ.get("KFORGE_CUTE_FASTCALL", "") == "1"
 
 
 @functools.cache
-def _stream_getter() -> Callable[[int], int]:
+def stream_getter() -> Callable[[int], int]:
+    """:func:`current_stream`'s function, resolved once (a hot path calls ``stream_getter()(index)``)."""
     import torch
 
     raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
@@ -48,7 +50,7 @@ def current_stream(index: int) -> int:
     """The caller's current CUDA stream on device ``index`` as an int: torch's raw getter (what Inductor's generated
     code calls, ~0.2 us; inside a CUDA graph capture it is the capture stream) with ``KFORGE_CUTE_FASTCALL=1``, else
     ``torch.cuda.current_stream`` (~2.8 us: it builds a ``torch.cuda.Stream`` object per call)."""
-    return _stream_getter()(index)
+    return stream_getter()(index)
 
 
 class PackedCall:

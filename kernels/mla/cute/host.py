@@ -14,7 +14,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from kforge_kernels._shared.cute_fastcall import current_stream
+from kforge_kernels._shared.cute_fastcall import stream_getter
 from kforge_kernels.mla.cute.kinds import (bf16_partials, combine_class, fused, kernel_class, pair_exchange_global,
                                             redo_kind, redo_only, shape_kind, tail_balanced, takes_finals)
 from kforge_kernels.mla.cute.tail_plan import MAX_PARTS, TailPlan, plan_tail
@@ -39,8 +39,8 @@ def check_inputs(q: Any, kv_cache: Any, block_table: Any, cache_seqlens: Any) ->
     bf16, i32 = torch.bfloat16, torch.int32
     if q.dtype is not bf16 or kv_cache.dtype is not bf16:
         raise ValueError(f"q and kv_cache must be bfloat16 (got {q.dtype}, {kv_cache.dtype}); cast them first.")
-    qs = q.shape
-    if len(qs) != 4 or qs[3] != D_QK or kv_cache.shape[1:] != (PAGE, D_QK):
+    qs, ks = q.shape, kv_cache.shape
+    if len(qs) != 4 or qs[3] != D_QK or len(ks) != 3 or ks[1] != PAGE or ks[2] != D_QK:
         raise ValueError(
             f"expected q [b,s,h,{D_QK}] and kv_cache [n,{PAGE},{D_QK}], got {tuple(q.shape)} and "
             f"{tuple(kv_cache.shape)}; reshape to the MLA contract."
@@ -159,7 +159,17 @@ def config_key(config: Mapping[str, Any]) -> tuple[int, int, int, float]:
             float(config.get("tail_edge_pages", 3.0)))
 
 
-_redo_only = functools.cache(redo_only)  # the per-call kind check, without scanning the redo tables each time
+_redo_only = functools.cache(redo_only)
+#: id(defaults) -> (a copy of the defaults, their config_key): a version's CONFIG is long-lived, and the copy
+#: catches an edit of it in place
+_DEFAULT_KEYS: dict[int, tuple[dict, tuple]] = {}
+
+
+def _defaults_key(defaults: Mapping[str, Any]) -> tuple:
+    hit = _DEFAULT_KEYS.get(id(defaults))
+    if hit is None or hit[0] != defaults:
+        hit = _DEFAULT_KEYS[id(defaults)] = (dict(defaults), config_key(defaults))
+    return hit[1]  # the per-call kind check, without scanning the redo tables each time
 
 
 def run_split_combine(
@@ -197,7 +207,10 @@ def run_split_combine(
         kva = kv_cache.data_ptr()
     block_table, cache_seqlens = block_table.contiguous(), cache_seqlens.contiguous()
     dev = q.get_device()
-    stream = current_stream(dev)
+    if dev < 0:
+        raise ValueError("q, kv_cache, block_table and cache_seqlens must be CUDA tensors (q is on the CPU); move them "
+                         "to the GPU first.")
+    stream = stream_getter()(dev)
     key = (kind, b, s, h, block_table.shape[1], *(cfg_key or config_key(config)), bool(allow_direct),
            trace_buf is not None, dev)
     full = (*key, stream)
@@ -281,12 +294,17 @@ def prepare_version(kind: str, defaults: Mapping[str, Any], params: Mapping[str,
 def run_version(name: str, kind: str, defaults: Mapping[str, Any], q, kv_cache, block_table, cache_seqlens,
                 softmax_scale, out, lse, config: Mapping[str, Any] | None) -> tuple[Any, Any]:
     """A 2-stage version's ``run``: check ``stages``, then :func:`run_split_combine` (direct allowed)."""
-    cfg = {**defaults, **config} if config else defaults
+    ck = None
+    if not config or config == defaults:  # the version's own CONFIG (what Version passes): its key once
+        cfg, ck = defaults, _defaults_key(defaults)
+    else:
+        cfg = {**defaults, **config}
     if int(cfg["stages"]) != 2:
         raise ValueError(
             f"{name} supports stages=2 only (got {cfg['stages']}); Q, P and 3 pages exceed 227 KB of shared memory."
         )
-    run_split_combine(q, kv_cache, block_table, cache_seqlens, softmax_scale, out, lse, cfg, kind, allow_direct=True)
+    run_split_combine(q, kv_cache, block_table, cache_seqlens, softmax_scale, out, lse, cfg, kind, allow_direct=True,
+                      cfg_key=ck)
     return out, lse
 
 

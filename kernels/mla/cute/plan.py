@@ -115,12 +115,16 @@ class Binding:
         self.stream_obj = cuda.CUstream(stream)
         self.launches = _launches(plan, self.ptrs, ptr, cutlass.Int32, cutlass.Float32, self.stream_obj,
                                   cutlass.Float32(scale * host.LOG2_E), n_pages)
+        self.last: dict[str, int] = {}  # the addresses written last (a serving loop passes the same buffers)
 
     def set(self, addrs: dict[str, int]) -> None:
+        if addrs == self.last:  # ~0.2 us against ~1 us of writes
+            return
+        ptrs = self.ptrs
         for name, addr in addrs.items():
-            p = self.ptrs[name]
-            p._desc.value = addr
-            p._pointer = addr  # what the tvm-ffi path and repr read
+            p = ptrs[name]
+            p._desc.value = p._pointer = addr  # _pointer: what the tvm-ffi path and repr read
+        self.last = dict(addrs)  # a copy: a caller may edit its dict in place
 
 
 class Plan:

@@ -39,7 +39,7 @@ def _stub(plan_mod: Any, launches: int) -> None:
         p.sem, p.scratch, p.captured = None, None, False
         b = object.__new__(plan_mod.Binding)
         b.ptrs = {name: _Ptr() for name, _, _ in plan_mod._PTRS}
-        b.rewritable, b.launches = True, [lambda: None] * launches
+        b.rewritable, b.launches, b.last = True, [lambda: None] * launches, {}
         p.bindings = _AnyScale(b)
         return p
 
@@ -63,6 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--trial", default="decode")
     ap.add_argument("--launches", type=int, default=1, help="no-op launches per call (the plan's kernel count)")
     ap.add_argument("--calls", type=int, default=5000)
+    ap.add_argument("--rotate", type=int, default=1,
+                    help="input sets called in turn (1: the same buffers every call, as a serving loop passes them)")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     import torch
@@ -74,8 +76,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"host_path: {args.version} is a {v.language} version; pass a CuTe DSL one.", file=sys.stderr)
         return 2
     params = dict(v.spec.trials[args.trial])
-    inputs = v.spec.make_inputs(params, seed=0, device="cpu")
-    outputs = v.spec.alloc_outputs(params, device="cpu")
+    sets = [(v.spec.make_inputs(params, seed=i, device="cpu"), v.spec.alloc_outputs(params, device="cpu"))
+            for i in range(max(1, args.rotate))]
     import importlib
 
     plan_mod = importlib.import_module("kforge_kernels.mla.cute.plan")
@@ -85,7 +87,11 @@ def main(argv: list[str] | None = None) -> int:
     torch.cuda.current_stream = lambda index=None: stream0  # type: ignore[assignment]
     torch._C._cuda_getCurrentRawStream = lambda index: 0  # type: ignore[attr-defined]
 
+    turn = [0]
+
     def call() -> Any:
+        inputs, outputs = sets[turn[0] % len(sets)]
+        turn[0] += 1
         return v(**inputs, **outputs)
 
     for _ in range(1000):
@@ -97,7 +103,8 @@ def main(argv: list[str] | None = None) -> int:
             call()
         reps.append((time.perf_counter() - t0) / args.calls * 1e6)
     print(f"{args.version} {args.trial}: {min(reps):.2f} us min, {statistics.median(reps):.2f} us median per call "
-          f"up to the launch (CPU, {args.launches} no-op launch(es), stream lookup stubbed)")
+          f"up to the launch (CPU, {args.launches} no-op launch(es), stream lookup stubbed, {len(sets)} input set(s) "
+          f"in turn)")
     return 0
 
 
