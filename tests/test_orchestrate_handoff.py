@@ -122,3 +122,29 @@ def test_handoff_waits_resumes_and_replays(tmp_path: Path, runner: FakeSuiteRunn
     assert main(["--agents", "replay", "--replay-from", str(run2), "--root", str(root),
                  "--replay-root", str(tmp_path / "scratch2")]) == EXIT_REPLAY_DIFFERS
     assert "replay differs: 2:EVALUATE decision" in capsys.readouterr().out
+
+
+def test_a_handoff_starts_on_a_cpu_and_resumes_on_a_gpu(tmp_path: Path, monkeypatch, capsys) -> None:
+    """Design on a laptop: the first half (ANALYZE..STRATEGIZE from the reports already written, then the handed-off
+    DESIGN) needs no GPU; the --resume that runs VERIFY is refused until one is there."""
+    import pytest_kforge.orchestrate.suite as suite
+
+    root = project(tmp_path / "proj")
+    runner = FakeSuiteRunner(TIMES)
+    monkeypatch.setattr(loop, "gpu_available", lambda: False)
+    monkeypatch.setattr(suite, "PytestSuiteRunner", lambda _root, **_kw: runner)
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    assert main(["--kernel", "toy", "--agents", "handoff", "--iterations", "1", "--root", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert "no CUDA GPU here: PROFILE reads the reports already written" in out and "must run on a GPU" in out
+    run = run_dir(root)
+    assert steps(run)["1:DESIGN"] == "waiting" and runner.calls == []
+    act_as_designer(root, run, 1)
+    assert main(["--resume", run.name, "--root", str(root)]) == 2  # VERIFY needs the GPU
+    err = capsys.readouterr().err
+    assert "no CUDA GPU here" in err and "--resume it on a GPU" in err
+    assert steps(run)["1:DESIGN"] == "waiting"
+
+    monkeypatch.setattr(loop, "gpu_available", lambda: True)  # the GPU machine, the same run folder
+    assert main(["--resume", run.name, "--root", str(root)]) == 0
+    assert steps(run)["1:VERIFY"] == "done" and runner.calls

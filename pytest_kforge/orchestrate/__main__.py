@@ -194,10 +194,14 @@ def main(argv: list[str] | None = None) -> int:
         orch_gpu = None
         if not opts.dry_run:
             orch_gpu = gpu_available()
-            if not orch_gpu:
+            if not orch_gpu and not (opts.agents == "handoff" and not args.resume):
                 print("kforge orchestrate: no CUDA GPU here (torch.cuda.is_available() is False); run it on a GPU "
-                      "machine, or add --dry-run to see the plan", file=sys.stderr)
+                      "machine, add --dry-run to see the plan, or start it with --agents handoff to design here and "
+                      "--resume it on a GPU", file=sys.stderr)
                 return 2
+            if not orch_gpu:  # a handed-off DESIGN stops the run before VERIFY, the first step that needs a GPU
+                print("kforge orchestrate: no CUDA GPU here: PROFILE reads the reports already written, the run "
+                      "stops at the handed-off DESIGN, and its --resume (VERIFY on) must run on a GPU machine")
         profiler, designer = make_agents(opts.agents, root=opts.root, model=opts.model, max_retries=args.max_retries,
                                          replay_from=args.replay_from, runs_dir=runs_dir, agent_cmd=opts.agent_cmd,
                                          designer_cmd=opts.designer_cmd, profiler_cmd=opts.profiler_cmd,
