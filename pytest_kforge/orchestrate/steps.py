@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .. import artifacts
 from ..best import best_path, best_version
 from ..errors import KforgeError
 from ..fsutil import atomic_write_text, replace_marked_block
@@ -78,7 +79,7 @@ class Steps:
             return None
         bases = [b for b in (self.state.dir if self.state else None, self.o.root) if b is not None]
         cands = [Path(path)] if Path(path).is_absolute() else [b / path for b in bases]
-        found = next((json_path(c) for c in cands if json_path(c).exists()), None)
+        found = next((json_path(c) for c in cands if artifacts.exists(json_path(c))), None)  # loose or archived
         from ..results import load_results
 
         return load_results(found).to_json() if found is not None else None
@@ -123,7 +124,7 @@ class Steps:
         source = f"from {Path(found or results_path).name}" if results_path else "none"
         line = (f"current {current} ({kernel.version(current).language}); devlog "
                 f"{'found' if text else 'missing'}; results {source}"
-                + "".join(f"; {t} {r.get('median_us')} us" for t, r in rows.items()))
+                + "".join(f"; {t} {_us(r.get('median_us'))} us" for t, r in rows.items()))
         out = {"current": current, "current_language": kernel.version(current).language, "results_path": results_path,
                "devlog_overview": learn.read_block(text, "overview")[:2000], "devlog_best": learn.read_block(text, "best"),
                "trials": trials, "trial_params": params, "line": line}
@@ -139,6 +140,9 @@ class Steps:
         found = list(self.o.runs_dir.glob("*/verify-*.json"))
         found += list((self.o.root / "reports" / self.o.kernel).glob("*results*.json"))
         cands += sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)
+        # then the committed suites (loose or archived: no mtime to sort by; run folders start with their date)
+        committed = artifacts.glob(self.o.root / "docs" / "kernels" / "runs", "**/suite*.json.gz")
+        cands += sorted(committed, key=lambda p: p.relative_to(self.o.root).as_posix(), reverse=True)
         for p in cands:
             try:
                 data = load_results(p)
@@ -419,3 +423,7 @@ class Steps:
             run_id=self.state.run_id)
         learn.append_devlog_entry(self.devlog, entry)
         return {"learned": updates, "line": f"devlog entry for {new}; knowledge: {'; '.join(updates)}"}
+
+
+def _us(v: Any) -> str:
+    return f"{v:.1f}" if isinstance(v, (int, float)) else str(v)
