@@ -293,7 +293,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_run_args(ap)
     ap.add_argument("--json", default=None, help="write the rows as JSON here")
     ap.add_argument("--devlog", nargs="?", const="", default=None,
-                    help="rewrite the `peers` block of docs/kernels/<kernel>.md (or the given path)")
+                    help="rewrite the `peers` block of docs/kernels/<kernel>.md (or the given path); with --by-trial "
+                         "the `serving` block")
+    ap.add_argument("--by-trial", action="store_true",
+                    help="one row per trial (shape) instead of per candidate (benchmarks.shape_table), for many trials")
     ap.add_argument("--from-json", default=None, metavar="PATH",
                     help="run nothing: re-render a --json file written earlier (e.g. on the GPU machine)")
     args = ap.parse_args(argv)
@@ -301,7 +304,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _from_json(args)
 
     from benchmarks.peers import PEERS
-    from pytest_kforge.fsutil import atomic_write_text, replace_marked_block
+    from pytest_kforge.fsutil import atomic_write_text
     from pytest_kforge.registry import load_kernel
 
     device = default_device(args.device)
@@ -325,7 +328,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = "python -m benchmarks.compare " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
     meta["command"] = command
     meta["measured"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    text = render_markdown(rows, meta, command)
+    text = _render(args, rows, meta, command)
     print(text)
     if args.out:
         atomic_write_text(args.out, text)
@@ -334,13 +337,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             {"meta": meta, "rows": [dataclasses.asdict(r) | {"correct_text": r.correct} for r in rows]},
             indent=2, default=str) + "\n")
     if args.devlog is not None:
-        path = args.devlog or f"docs/kernels/{args.kernel}.md"
-        replace_marked_block(path, "peers", text, heading="## Peers")
+        _to_devlog(args.devlog or f"docs/kernels/{args.kernel}.md", text, args.by_trial)
     return 1 if any(c.correct is False for r in rows for c in r.cells.values()) else 0
 
 
 def _from_json(args: argparse.Namespace) -> int:
-    from pytest_kforge.fsutil import atomic_write_text, replace_marked_block
+    from pytest_kforge.fsutil import atomic_write_text
 
     data = json.loads(Path(args.from_json).read_text(encoding="utf-8"))
     rows = []
@@ -348,14 +350,30 @@ def _from_json(args: argparse.Namespace) -> int:
         cells = {k: Cell(**v) for k, v in raw.pop("cells").items()}
         raw.pop("correct_text", None)
         rows.append(Row(**raw, cells=cells))
-    text = render_markdown(rows, data["meta"], data["meta"].get("command") or "(see the JSON)")
+    text = _render(args, rows, data["meta"], data["meta"].get("command") or "(see the JSON)")
     print(text)
     if args.out:
         atomic_write_text(args.out, text)
     if args.devlog is not None:
-        replace_marked_block(args.devlog or f"docs/kernels/{data['meta']['kernel']}.md", "peers", text,
-                             heading="## Peers")
+        _to_devlog(args.devlog or f"docs/kernels/{data['meta']['kernel']}.md", text, args.by_trial)
     return 0
+
+
+def _render(args: argparse.Namespace, rows: Sequence[Row], meta: Mapping[str, Any], command: str) -> str:
+    if args.by_trial:
+        from benchmarks.shape_table import render_by_trial
+
+        return render_by_trial(rows, meta, command)
+    return render_markdown(rows, meta, command)
+
+
+def _to_devlog(path: str, text: str, by_trial: bool) -> None:
+    from pytest_kforge.fsutil import replace_marked_block
+
+    if by_trial:
+        replace_marked_block(path, "serving", text, heading="## Serving shapes")
+    else:
+        replace_marked_block(path, "peers", text, heading="## Peers")
 
 
 if __name__ == "__main__":

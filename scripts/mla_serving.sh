@@ -12,7 +12,7 @@ VERSION=${VERSION:-v59_cute}; PEERS=${PEERS:-flashinfer_fa3,flashmla}
 TRIALS=serve_tp8,serve_tp4,serve_tp2,serve_b1,serve_b256,serve_ragged,serve_mtp4,serve_spec_tp8
 nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader
 step serving 380 python3 -m benchmarks.compare --kernel mla --versions "$VERSION" --peers "$PEERS" --trial "$TRIALS" \
-    --rounds 30 --out "$OUT/serving.md" --json "$OUT/serving.json"
+    --rounds 30 --by-trial --out "$OUT/serving.md" --json "$OUT/serving.json"
 # host time per call (issue 35: under 10 us): the default launch path, then the packed call + raw stream getter
 # (kernels/_shared/cute_fastcall.py); public_call also captures each in a CUDA graph and replays it on new values
 step host 150 python3 -m benchmarks.public_call --versions "$VERSION" --trials decode,spec --out "$OUT/host-default"
