@@ -77,3 +77,22 @@ def test_the_installed_dsl_has_the_internals_it_reads() -> None:
     jit = pytest.importorskip("cutlass.base_dsl.jit_executor", reason="the CuTe DSL is not installed here")
     assert callable(getattr(jit.JitExecutor, "_get_invoke_packed_args", None))
     assert callable(getattr(jit.JitExecutor, "run_compiled_program", None))
+
+
+def test_run_compiled_program_is_pack_then_capi_then_the_result_code() -> None:
+    """The packed call's equivalence argument, checked against the installed DSL's source: the library's launch
+    packs ``exe_args`` (constant per launcher: the addresses of argument storage rewritten in place), calls
+    ``capi_func`` on the array and reads ``cuda_result``; nothing else runs per call that the packed call skips.  A
+    DSL whose launch does more fails here, before a GPU run trusts the shortcut."""
+    import inspect
+    import re
+
+    jit = pytest.importorskip("cutlass.base_dsl.jit_executor", reason="the CuTe DSL is not installed here")
+    src = inspect.getsource(jit.JitExecutor.run_compiled_program)
+    body = [ln.strip() for ln in src.splitlines()[1:] if ln.strip() and not ln.strip().startswith("#")]
+    calls = [c for ln in body for c in re.findall(r"self\.(\w+)\(", ln)]
+    assert calls == ["_get_invoke_packed_args_func", "capi_func"], body
+    assert any("self.cuda_result.value" in ln for ln in body)
+    pack = inspect.getsource(jit.JitExecutor._get_invoke_packed_args)
+    # the array holds exe_args as given (c_void_p or ints), then the result slot and the kernel pointers
+    assert "packed_args[i] = (" in pack and "self._cuda_result_addr" in pack and "self._kernel_ptrs" in pack
