@@ -266,3 +266,38 @@ def test_a_derived_opportunity_applied_by_its_title_is_learned(tmp_path: Path) -
                 changes=[f"{spec.title}: spec runs the inline redo", "Fit a second CTA per SM not applied: too big"],
                 metrics={"decode": {"tail_idle_pct": 3.0}})
     assert not any("planned but not applied" in line for line in out), out
+
+
+def test_an_entry_tested_from_the_parent_without_a_gain_is_not_planned_again() -> None:
+    """stop 44: STRATEGIZE offered raise-tensor-pipe-busy from v59_cute again after v61_cute had tested it
+    (-0.4% / +0.4%). An earlier run's test from the same parent refutes it; a gain, another parent, another kernel
+    or a child of this run does not."""
+    from types import SimpleNamespace
+
+    from pytest_kforge.knowledge.entry import EvidenceRow
+    from pytest_kforge.orchestrate.strategy import refuted_entries
+    from pytest_kforge.profile.derive import DERIVED_MARK
+
+    def entry(name: str, *rows: tuple[str, str, str, str]) -> SimpleNamespace:
+        return SimpleNamespace(name=name, evidence_rows=lambda _src, r=rows: [EvidenceRow(*x) for x in r])
+
+    kb = SimpleNamespace(entries=lambda: [
+        entry("raise-tensor-pipe-busy", ("mla decode, NVIDIA H100", "78.5 us (v59_cute)", "78.2 us (v61_cute)", "-0.4%"),
+              ("mla spec, NVIDIA H100", "841.5 us (v59_cute)", "845.2 us (v61_cute)", "+0.4%")),
+        entry("split-kv-combine", ("mla decode, H200", "120 us (v59_cute)", "61 us (v64_cute)", "-49%")),
+        entry("tma-evict-first", ("mla decode, H200", "80 us (v40_cute)", "80.1 us (v41_cute)", "+0.1%")),
+        entry("row-in-registers", ("rmsnorm_fp8 decode, H100", "6.2 us (v59_cute)", "6.2 us (v3_cute)", "0.0%")),
+    ])
+    got = refuted_entries(kb, "mla", "v59_cute")
+    assert list(got) == ["raise-tensor-pipe-busy"]
+    assert got["raise-tensor-pipe-busy"] == ("tested from v59_cute by v61_cute: -0.4% / +0.4% (no trial faster by "
+                                             "1% or more)")
+    assert refuted_entries(kb, "mla", "v59_cute", this_run=["v61_cute"]) == {}  # the tuning phases decide
+    metrics = {"decode": {"tensor_pct": 63.0, "tensor_idle_pct": 37.0}}
+    profiles = {"decode": {"opportunities": [{"name": "raise-tensor-pipe-busy", "est_gain_pct": 30.0,
+                                              "entry": DERIVED_MARK, "trigger": "tensor_pct=63"}]}}
+    empty = SimpleNamespace(entries=lambda: [], match=lambda *_a, **_k: [])
+    picked, _ = pick_entries(empty, metrics, profiles, kernel="mla", language="cute-dsl", refuted=got)
+    assert picked == []
+    picked, _ = pick_entries(empty, metrics, profiles, kernel="mla", language="cute-dsl")
+    assert [p["name"] for p in picked] == ["raise-tensor-pipe-busy"]

@@ -250,12 +250,16 @@ class Steps:
     def step_strategize(self, i: int, key: str) -> dict[str, Any]:
         current = self.ctx["current"]
         applied = self._applied(current)
+        made = [str(h.get("version")) for h in self.ctx.get("history", [])]
+        refuted = strategy.refuted_entries(self.kb, self.o.kernel, current, this_run=made)
         apply, avoid = strategy.pick_entries(self.kb, self.ctx.get("metrics", {}), self.ctx.get("profiles", {}),
                                              kernel=self.o.kernel, language=self.ctx["design_language"],
-                                             applied=applied, tags=kernel_tags(self.o.kernel, self.o.kernels_dir))
+                                             applied=applied, tags=kernel_tags(self.o.kernel, self.o.kernels_dir),
+                                             refuted=refuted)
         planned = [{"name": a["title"] or a["name"], "entry": a["name"], "languages": a["languages"],
                     "config": a["config"], "link": self._rel(a["path"]),
-                    "rationale": f"catalog match on {a['trial']} ({a['trigger'] or 'profile opportunity'}), "
+                    "rationale": f"{'catalog match' if a['path'] else 'counter-derived opportunity'} on "
+                                 f"{a['trial']} ({a['trigger'] or 'profile opportunity'}), "
                                  f"est. {a['est_gain_pct']:g}% gain"} for a in apply]
         planned = learn.unique_by_entry(planned)  # one item per catalog entry, whatever named it
         if not planned:
@@ -267,7 +271,8 @@ class Steps:
         # named in the design language's line (mla: v61_cute after v60_cute, v12 after v11)
         new_version = next_version_name(self.o.kernels_dir / self.o.kernel, self.ctx["design_language"])  # type: ignore[operator]
         out: dict[str, Any] = {"planned": planned, "avoid": [a["name"] for a in avoid], "tuning": phase,
-                               "tuning_why": why, "new_version": new_version, "already_applied": sorted(applied)}
+                               "tuning_why": why, "new_version": new_version, "already_applied": sorted(applied),
+                               "refuted": refuted}
         if self.o.agents == "offline" or self.o.dry_run:
             from ..registry import Registry
 

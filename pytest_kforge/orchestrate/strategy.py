@@ -26,9 +26,13 @@ from ..profile.derive import is_derived
 from . import compat
 from .agents.base import clean
 
-__all__ = ["COARSE_LIMIT", "tuning_phase", "pick_entries", "build_task", "render_plan", "LANGUAGE_LIMITS"]
+__all__ = ["COARSE_LIMIT", "NO_GAIN_PCT", "tuning_phase", "pick_entries", "refuted_entries", "build_task",
+           "render_plan", "LANGUAGE_LIMITS"]
 
 COARSE_LIMIT = 6
+#: a tested entry whose every trial moved by less than this (faster) did not pay: the harness's run-to-run spread is
+#: ~1-2% on these kernels, so a smaller gain is noise
+NO_GAIN_PCT = 1.0
 
 LANGUAGE_LIMITS = {
     "cutile-dsl": "tile-level only (tile shapes, split count, num_ctas/occupancy and latency hints, fusion); no "
@@ -57,14 +61,51 @@ def tuning_phase(history: list[dict[str, Any]], parent: str, budget_s: float) ->
                                f"values, time-boxed ({budget_s - spent:.0f} s left)")
 
 
+def refuted_entries(kb: Any, kernel: str, parent: str, *, min_gain_pct: float = NO_GAIN_PCT,
+                    this_run: Sequence[str] = ()) -> dict[str, str]:
+    """``{entry: why}`` for the catalog entries already tested on ``kernel`` from ``parent`` without a gain.
+
+    LEARN writes each tested version into its entries' local evidence (``| mla decode, GPU | 78.5 us (v59_cute) |
+    78.2 us (v61_cute) | -0.4% |``); an entry whose rows from ``parent`` all moved by less than ``min_gain_pct``
+    (faster) was refuted for that parent: planning it again from the same parent would repeat the experiment.
+    A kept child is a new parent, so its own children may try the entry again.  Children made by this run
+    (``this_run``) do not count: inside a run the tuning phases (:func:`tuning_phase`) decide whether an entry's
+    knob is tried at another value.
+    """
+    out: dict[str, str] = {}
+    for entry in kb.entries():
+        rows = []
+        for r in entry.evidence_rows("local") if hasattr(entry, "evidence_rows") else ():
+            change = _pct(r.change)
+            child = r.after.rsplit("(", 1)[-1].rstrip(")")
+            if r.config.startswith(f"{kernel} ") and f"({parent})" in r.before and change is not None \
+                    and child not in this_run:
+                rows.append((r, change))
+        if rows and all(c > -min_gain_pct for _, c in rows):
+            child = sorted({r.after.rsplit("(", 1)[-1].rstrip(")") for r, _ in rows})
+            moved = " / ".join(f"{c:+.1f}%" for _, c in rows)
+            out[str(entry.name)] = (f"tested from {parent} by {', '.join(child)}: {moved} (no trial faster by "
+                                    f"{min_gain_pct:g}% or more)")
+    return out
+
+
+def _pct(text: str) -> float | None:
+    try:
+        return float(text.strip().rstrip("%"))
+    except ValueError:
+        return None
+
+
 def pick_entries(kb: Any, metrics: dict[str, dict[str, float]], profiles: dict[str, Any], *, kernel: str,
                  language: str, limit: int = 3, applied: Mapping[str, str] | None = None,
-                 tags: Sequence[str] | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+                 tags: Sequence[str] | None = None,
+                 refuted: Mapping[str, str] | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(entries to apply, anti-patterns to avoid) from the catalog matches of every trial's metrics.
 
     ``applied`` (``{entry: why}``, :func:`pytest_kforge.profile.features.version_features`) names what the
     current version already does: those entries are never picked to apply again (the profile report
-    leaves them out of its opportunities for the same reason).
+    leaves them out of its opportunities for the same reason).  ``refuted`` (:func:`refuted_entries`) names the
+    ones already tested from this version without a gain: not picked either.
 
     Picks are keyed by catalog entry name: the profiler's own opportunities are added only when
     they name (by name, title or entry path) no entry already picked, and one naming a catalog
@@ -94,7 +135,8 @@ def pick_entries(kb: Any, metrics: dict[str, dict[str, float]], profiles: dict[s
                          "trigger": o.get("trigger", ""), "condition": "", "trial": trial}
     ranked = sorted(best.values(), key=lambda f: -f["est_gain_pct"])
     avoid = [f for f in ranked if "anti" in f["kind"].lower()]
-    apply = [f for f in ranked if "anti" not in f["kind"].lower() and f["name"] not in (applied or {})][:limit]
+    skip = {**(applied or {}), **(refuted or {})}
+    apply = [f for f in ranked if "anti" not in f["kind"].lower() and f["name"] not in skip][:limit]
     return apply, avoid
 
 
@@ -137,6 +179,8 @@ def render_plan(kernel: str, ctx: dict[str, Any], plan: dict[str, Any], goals: l
              "  optimisations:", *(f"    - {p['name']}: {p['rationale']}" for p in plan["planned"])]
     if plan.get("already_applied"):
         lines.append(f"  already applied by {ctx['current']} (not planned again): {', '.join(plan['already_applied'])}")
+    for name, why in (plan.get("refuted") or {}).items():
+        lines.append(f"  refuted from {ctx['current']} (not planned again): {name}: {why}")
     if plan.get("avoid"):
         lines.append(f"  anti-patterns to avoid: {', '.join(plan['avoid'])}")
     if "proposed_change" in plan:

@@ -244,7 +244,7 @@ def derive(m: Mapping[str, float], records: Sequence[KernelRecord] = (), *,
         add("raise-tensor-pipe-busy", (1 - t / target) * 100, _vals(m, "tensor_pct", "tensor_idle_pct"),
             f"sm__pipe_tensor_op_hmma_cycles_active {t:.1f}% of active cycles (idle {100 - t:.1f}%{_spread(dom)}); "
             f"est. = 1 - {t:.1f}/{target:.1f} (target: {why}; time ~ MMA cycles / busy share)")
-    if holds("relax-occupancy-limit") and dom is not None:  # the CTA's budgets: the SM's, halved
+    if holds("relax-occupancy-limit") and dom is not None and _second_cta_fits(dom):  # the SM's budgets, halved
         f = m["tensor_idle_pct"] / 100
         threads = dom.metrics.get("block_size", 0.0)
         regs_sm = _raw(dom, "device__attribute_max_registers_per_multiprocessor") or 65536.0
@@ -312,6 +312,28 @@ def _holds(m: Mapping[str, float]) -> Any:
         spec = spec_for(name)
         return spec is not None and parse_trigger(spec.condition).holds(m)
     return holds
+
+
+#: a second CTA per SM is a relaxation (not a redesign) when neither budget must shrink by more than this share
+RELAX_MAX_CUT = 0.25
+
+
+def _second_cta_fits(dom: Any) -> bool:
+    """Whether two CTAs per SM are within reach: registers per thread and shared memory per CTA each within
+    ``RELAX_MAX_CUT`` of half the SM's.  A CTA that fills the SM by design (v59_cute: a 216 KB KV ring, 168
+    registers x 384 threads) would have to halve its ring or its accumulators: another kernel, not a relaxation
+    (stop 44: the loop offered it at an estimated 27%).  Unknown sizes keep the opportunity."""
+    threads = dom.metrics.get("block_size", 0.0)
+    regs = dom.metrics.get("registers_per_thread", 0.0)
+    smem_kb = dom.metrics.get("shared_mem_per_block_kb", 0.0)
+    regs_sm = _raw(dom, "device__attribute_max_registers_per_multiprocessor") or 65536.0
+    smem_sm = _raw(dom, "device__attribute_max_shared_memory_per_multiprocessor") or 233472.0
+    fits = []
+    if threads and regs:
+        fits.append(regs * (1 - RELAX_MAX_CUT) <= regs_sm / (2 * threads))
+    if smem_kb:
+        fits.append(smem_kb * (1 - RELAX_MAX_CUT) <= smem_sm / 2 / 1024 - 1)
+    return all(fits)
 
 
 def _peer_tensor(peers: Mapping[str, Sequence[KernelRecord]] | None) -> tuple[str, float] | None:
