@@ -148,3 +148,24 @@ def test_a_handoff_starts_on_a_cpu_and_resumes_on_a_gpu(tmp_path: Path, monkeypa
     monkeypatch.setattr(loop, "gpu_available", lambda: True)  # the GPU machine, the same run folder
     assert main(["--resume", run.name, "--root", str(root)]) == 0
     assert steps(run)["1:VERIFY"] == "done" and runner.calls
+
+
+def test_a_handed_off_steps_wall_time_runs_from_the_hand_off_to_the_accepted_reply(
+        tmp_path: Path, runner: FakeSuiteRunner, capsys) -> None:
+    """stop 44: the DESIGN wall time read ~0 s (only the resume's reading of the reply); it is the designer's time."""
+    import datetime as dt
+
+    root = project(tmp_path / "proj")
+    assert main(["--kernel", "toy", "--agents", "handoff", "--iterations", "1", "--root", str(root)]) == 0
+    run = run_dir(root)
+    state = json.loads((run / "state.json").read_text())
+    an_hour_ago = (dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=1)).isoformat(timespec="seconds")
+    state["steps"]["1:DESIGN"]["started"] = an_hour_ago
+    (run / "state.json").write_text(json.dumps(state))
+    assert main(["--resume", run.name, "--root", str(root)]) == EXIT_STILL_WAITING  # nothing written yet
+    assert json.loads((run / "state.json").read_text())["steps"]["1:DESIGN"]["started"] == an_hour_ago
+    act_as_designer(root, run, 1)
+    assert main(["--resume", run.name, "--root", str(root)]) == 0
+    design = json.loads((run / "state.json").read_text())["steps"]["1:DESIGN"]
+    assert design["status"] == "done" and design["started"] == an_hour_ago and 3590 < design["wall_s"] < 3700
+    capsys.readouterr()

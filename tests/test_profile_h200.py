@@ -170,3 +170,20 @@ if __name__ == "__main__" and "--regen" in sys.argv:
             write_csv_gz(dest, text)  # deterministic gzip of any text
         else:
             dest.write_text(text)
+
+
+def test_the_capture_names_its_card_and_the_report_keeps_it(tmp_path: Path) -> None:
+    """A committed report may be read on another machine (the loop's PROFILE on an H100, or on a laptop): it
+    carries the card its counters come from, read from the capture itself."""
+    from pytest_kforge.profile.parse import display_name, read_csv_text
+    from pytest_kforge.profile.run import profile_version
+
+    assert display_name(read_csv_text(DATA / "h200-mla-v59_cute-decode.csv.gz")) == "NVIDIA H200"
+    assert display_name("a,b\n,\n1,2\n") is None
+    src = tmp_path / "rec"
+    src.mkdir()
+    (src / "decode.csv.gz").write_bytes((DATA / "h200-mla-v59_cute-decode.csv.gz").read_bytes())
+    [out] = profile_version("mla", "v59_cute", trials=["decode"], root=ROOT, reports_dir=tmp_path / "reports",
+                            from_csv=src, update_devlog=False)
+    data = json.loads(read_csv_text(tmp_path / "reports" / "mla" / "v59_cute" / "decode.json.gz"))
+    assert out.fault is None and data["gpu"] == "NVIDIA H200"

@@ -29,6 +29,16 @@ __all__ = ["Options", "Orchestrator", "StepFailed", "DRY_STEPS", "gpu_available"
 DRY_STEPS = ("ANALYZE", "PROFILE", "SELECT", "STRATEGIZE")  # PROFILE in a dry run reads existing data only
 
 
+def _seconds_since(iso: str) -> float:
+    import datetime as _dt
+
+    try:
+        then = _dt.datetime.fromisoformat(iso)
+    except ValueError:
+        return 0.0
+    return max(0.0, (_dt.datetime.now(_dt.timezone.utc) - then).total_seconds())
+
+
 def gpu_available() -> bool:
     try:
         import torch
@@ -120,6 +130,8 @@ class Orchestrator(Steps):
             st.finish(st.begin(key, {}), outputs, 0.0)
             return
         self.out(f"[{key}] ...")
+        prev = st.steps.get(key)
+        handed = prev.started if prev is not None and prev.status == "waiting" and prev.started else None
         rec = st.begin(key, {"current": self.ctx.get("current"), "iteration": i})
         self._usage = {}
         self._cost = 0.0
@@ -127,6 +139,8 @@ class Orchestrator(Steps):
         try:
             outputs = getattr(self, f"step_{step.lower()}")(i, key)
         except AwaitingAgent as exc:
+            if handed:  # still waiting: it was handed off then, not now
+                rec.started = handed
             st.wait(rec, exc.missing, time.monotonic() - t0)
             self.out(f"[{key}] waiting: {exc}")
             raise
@@ -136,6 +150,9 @@ class Orchestrator(Steps):
             self.out(f"[{key}] FAILED: {exc}")
             raise StepFailed(f"{msg} (run {st.run_id}; fix the cause and rerun with --resume {st.run_id})") from exc
         wall = time.monotonic() - t0
+        if handed:  # a handed-off step's time runs from the hand-off to the accepted reply: the designer's work
+            rec.started = handed
+            wall = max(wall, _seconds_since(handed))
         st.finish(rec, outputs, wall, self._usage, self._cost)
         self.ctx.update(outputs)
         tok = f" [{sum(self._usage.values())} tokens, ${self._cost:.4f}]" if self._usage else ""

@@ -20,8 +20,8 @@ from ..fsutil import atomic_write_text, replace_marked_block
 from ..registry import kernel_tags, version_path
 from . import compat, learn, strategy
 from .agents.base import AgentContext, DesignImpossible
-from .agents.offline import (OfflineProfiler, literal_config, metrics_from_contract, next_version_name,
-                             propose_config, tried_configs)
+from .agents.offline import (CAPTURED_ON, OfflineProfiler, literal_config, metrics_from_contract,
+                             next_version_name, propose_config, tried_configs)
 from .evaluate import decide, goals_met, parse_goal, rows_by_trial, version_correct
 from .select import select_language
 from .state import RunState, json_path
@@ -189,6 +189,9 @@ class Steps:
                          for t, d in profiles.items()) or "no profile data"
         if reused:
             line += f" (reused {', '.join(reused)} from an earlier step)"
+        cards = sorted({n.split(CAPTURED_ON, 1)[1].strip() for n in notes if CAPTURED_ON in n})
+        if cards:
+            line += f"; {CAPTURED_ON} {', '.join(cards)}"
         return {"profiles": profiles, "metrics": metrics, "profiles_by_version": by_version, "profile_notes": notes,
                 "line": line}
 

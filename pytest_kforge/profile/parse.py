@@ -55,6 +55,16 @@ def _rows(text: str) -> list[list[str]]:
     return list(csv.reader(io.StringIO("\n".join(lines))))
 
 
+def display_name(text: str) -> str | None:
+    """The GPU a raw ncu CSV was captured on (``device__attribute_display_name`` of its first kernel row), or None
+    when the capture did not collect it.  The record parser keeps numbers only, so this reads the text."""
+    rows = _rows(text)
+    if not rows or "device__attribute_display_name" not in rows[0]:
+        return None
+    i = rows[0].index("device__attribute_display_name")
+    return next((r[i].strip() for r in rows[1:] if len(r) > i and r[i].strip()), None)
+
+
 def parse_raw_csv(text: str) -> list[KernelRecord]:
     """Records from ncu's raw-page CSV (see the module docstring for the layout)."""
     rows = _rows(text)

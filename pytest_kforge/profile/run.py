@@ -13,7 +13,7 @@ from typing import Any
 
 from .collect import DEFAULT_TIMEOUT_S, available_metrics, collect, find_ncu
 from .features import version_features
-from .parse import NcuParseError, load_records
+from .parse import NcuParseError, display_name, load_records, read_csv_text
 from .report import build_report, load_report_json, perf_block, report_json_path, write_report
 
 __all__ = ["TrialOutcome", "profile_version"]
@@ -155,6 +155,10 @@ def profile_version(kernel: str, version: str, trials: Sequence[str] | None = No
         if not records:
             out.fault = f"the ncu data for {version} {trial} has no kernel rows; no kernel matched the NVTX filter"
             continue
+        if csv_path is not None:  # the card the counters come from (a reader of a committed report needs it)
+            gpu = display_name(read_csv_text(csv_path))
+            if gpu:
+                extra["gpu"] = gpu
         if bench_us and trial in bench_us:
             extra["bench_median_us"] = bench_us[trial]
         base = load_report_json(report_json_path(reports / kernel / base_name, trial)) if base_name else None

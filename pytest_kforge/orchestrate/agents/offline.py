@@ -139,6 +139,8 @@ class OfflineProfiler:
             from ..suite import contract_from_report
 
             context.exchange.setdefault("sources", []).append(str(path))
+            if data.get("gpu"):  # a committed report may come from another card than the one VERIFY runs on
+                context.notes.append(f"{version} {trial}: {CAPTURED_ON} {data['gpu']}")
             return contract_from_report(data)
         context.notes.append(f"{version} {trial}: no ncu report; contract derived from the suite results JSON")
         context.exchange.setdefault("sources", []).append("suite results JSON")
@@ -148,6 +150,10 @@ class OfflineProfiler:
             metrics = metrics_from_contract(draft)
             matches = [compat.match_fields(m) for m in context.knowledge.match(metrics, kernel_tags=(kernel,))]
         return contract_from_results(kernel, version, trial, params, context.results, matches)
+
+
+#: the note the profiler leaves for a report read from disk: PROFILE's line names the card (stop 44)
+CAPTURED_ON = "counters captured on"
 
 
 def _family(key: str) -> str | None:
