@@ -17,7 +17,7 @@ their catalog ``name``; an entry planned twice, by title and by name, counts onc
 3. **Narrowing** (discarded, a fired trial significantly slower): a trigger that fired where the
    change hurt gets one added conjunct ``metric op threshold`` that holds for the parent metrics of
    every fired trial where the change helped and fails for every fired trial where it hurt
-   (:func:`narrowed_triggers`).  When no fired trial helped, or no measured metric separates them,
+   (:func:`narrowed_triggers`, in :mod:`.narrow` with the rest of the trigger arithmetic).  When no fired trial helped, or no measured metric separates them,
    nothing is narrowed: evidence plus a Pitfall note.  A new trigger must parse, be satisfiable and
    hold on the helped trials' metrics (:func:`satisfiable`), else it is not written.
 4. **Anti-pattern** only when the change INTRODUCED the technique (every CONFIG line applying it
@@ -39,7 +39,6 @@ LEARN is idempotent: evidence rows and pitfall notes already in the entry are no
 from __future__ import annotations
 
 import datetime as _dt
-import math
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -49,6 +48,10 @@ from ..fsutil import atomic_write_text, file_lock
 from ..knowledge.derived import learn_derived
 from ..profile.derive import spec_for
 from .agents.offline import knob_off, knob_serves, parse_change
+from .narrow import failing as _failing
+from .narrow import fired as _fired
+from .narrow import narrowed_triggers, satisfiable
+from .narrow import parsed as _parsed
 
 __all__ = ["kb_call", "learn", "applied_entries", "unique_by_entry", "narrowed_triggers", "satisfiable",
            "perf_body", "append_devlog_entry", "devlog_entry", "read_block"]
@@ -113,113 +116,6 @@ def applied_entries(candidates: Sequence[tuple[str, str]], changes: Sequence[str
 
 
 # -- triggers: which fired, what failed, narrowing, satisfiability --------------------------------------------
-def _parsed(text: str) -> Any:
-    from ..knowledge import parse_trigger
-
-    try:
-        return parse_trigger(text)
-    except Exception:  # noqa: BLE001 - a malformed trigger never fires
-        return None
-
-
-def _fired(triggers: Sequence[str], m: dict[str, float] | None) -> list[str]:
-    return [t for t in triggers if m and (p := _parsed(t)) is not None and p.holds(m)]
-
-
-def _failing(triggers: Sequence[str], m: dict[str, float]) -> str:
-    """``waves_per_sm=7.76`` -- the measured values of the comparisons that did not hold."""
-    ops = {"<": float.__lt__, "<=": float.__le__, ">": float.__gt__, ">=": float.__ge__, "==": float.__eq__,
-           "!=": float.__ne__}
-    bad: dict[str, float] = {}
-
-    def walk(n: tuple[Any, ...]) -> None:
-        if n[0] != "cmp":
-            for c in n[1]:
-                walk(c)
-        elif n[1] in m and not ops[n[2]](float(m[n[1]]), n[3]):
-            bad[n[1]] = float(m[n[1]])
-    for t in triggers:
-        if (p := _parsed(t)) is not None:
-            walk(p.node)
-    return ", ".join(f"{k}={v:.4g}" for k, v in bad.items()) or "its metrics not measured"
-
-
-def _dnf(node: tuple[Any, ...]) -> list[list[tuple[Any, ...]]]:
-    if node[0] == "cmp":
-        return [[node]]
-    parts = [_dnf(c) for c in node[1]]
-    if node[0] == "or":
-        return [conj for p in parts for conj in p]
-    out: list[list[tuple[Any, ...]]] = [[]]
-    for p in parts:
-        out = [a + b for a in out for b in p][:4096]
-    return out
-
-
-def _conj_ok(atoms: list[tuple[Any, ...]]) -> bool:
-    by: dict[str, list[tuple[str, float]]] = {}
-    for _c, metric, op, v in atoms:
-        by.setdefault(metric, []).append((op, v))
-    for cs in by.values():
-        lo, lo_open, hi, hi_open = -math.inf, True, math.inf, True
-        for op, v in cs:
-            if op in (">", ">=", "==") and (v > lo or (v == lo and op == ">")):
-                lo, lo_open = v, op == ">"
-            if op in ("<", "<=", "==") and (v < hi or (v == hi and op == "<")):
-                hi, hi_open = v, op == "<"
-        if lo > hi or (lo == hi and (lo_open or hi_open or any(op == "!=" and v == lo for op, v in cs))):
-            return False
-    return True
-
-
-def satisfiable(trigger: str) -> bool:
-    """Whether some metric values make ``trigger`` hold (False for one that does not parse)."""
-    p = _parsed(trigger)
-    return p is not None and any(_conj_ok(c) for c in _dnf(p.node))
-
-
-#: metrics tried for a separating conjunct after the trigger's own (launch shape first: it decides splits)
-_SEPARATORS = ("waves_per_sm", "grid_size", "achieved_occupancy_pct", "dram_pct", "tensor_pct", "sm_pct",
-               "pct_floor", "arith_intensity", "registers_per_thread", "l2_hit_pct")
-
-
-def narrowed_triggers(triggers: Sequence[str], helped: Sequence[dict[str, float]],
-                      hurt: Sequence[dict[str, float]]) -> list[str] | None:
-    """Each trigger that fired on a ``hurt`` trial, with one conjunct added that holds for every
-    ``helped`` parent-metrics dict it fired on and fails for every ``hurt`` one; None when a trigger
-    that fired where the change hurt cannot be narrowed that way (no helped point, no separating
-    metric) or a result would not parse, be satisfiable or hold on the helped points."""
-    out = []
-    for t in triggers:
-        p = _parsed(t)
-        a = [m for m in helped if p is not None and p.holds(m)]
-        b = [m for m in hurt if p is not None and p.holds(m)]
-        if not b:
-            out.append(t)
-            continue
-        if not a:
-            return None
-        names = [*(p.metrics() if p else []), *_SEPARATORS, *sorted(set().union(*a, *b))]
-        for metric in dict.fromkeys(names):
-            if not all(metric in m for m in (*a, *b)):
-                continue
-            av, bv = [float(m[metric]) for m in a], [float(m[metric]) for m in b]
-            if max(av) < min(bv):
-                conj = f"{metric} < {(max(av) + min(bv)) / 2:.4g}"
-            elif min(av) > max(bv):
-                conj = f"{metric} > {(min(av) + max(bv)) / 2:.4g}"
-            else:
-                continue
-            cand = f"({t}) and {conj}"
-            q = _parsed(cand)
-            if q is not None and satisfiable(cand) and all(q.holds(m) for m in a) and not any(q.holds(m) for m in b):
-                out.append(cand)
-                break
-        else:
-            return None
-    return out
-
-
 # -- LEARN ----------------------------------------------------------------------------------------------------
 def _row(kernel: str, parent: str, new: str, trial: str, v: dict[str, float], gpu: str, mark: str) -> dict[str, str]:
     return {"config": f"{kernel} {trial}, {gpu}{mark}", "before": f"{v['parent_us']:.1f} us ({parent})",
