@@ -127,3 +127,36 @@ def test_the_cute_plan_launch_matches_the_library_call_bit_for_bit(trial: str, m
     torch.cuda.synchronize()
     for k, t in outputs.items():
         assert torch.equal(t, fast[k]), k
+
+
+@pytest.mark.parametrize("trial", ["decode", "spec"])
+def test_the_packed_launch_matches_the_library_launch_bit_for_bit(trial: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """kernels/_shared/cute_fastcall.py (opt-in until this passes on a GPU): the plan's launches as one ctypes
+    call on an argument array built once give the same outputs as run_compiled_program, and every launch of the
+    plan took the packed path."""
+    import importlib
+
+    v = _version("v59_cute")
+    plan = importlib.import_module("kforge_kernels.mla.cute.plan")
+    fastcall = importlib.import_module("kforge_kernels._shared.cute_fastcall")
+    from pytest_kforge.spec import poison_
+
+    inputs, outputs, _ = _tensors(v, trial, seed=5)
+    results = {}
+    for flag in ("0", "1"):
+        monkeypatch.setenv("KFORGE_CUTE_FASTCALL", flag)
+        fastcall.enabled.cache_clear()
+        fastcall.stream_getter.cache_clear()
+        monkeypatch.setattr(plan, "PLANS", type(plan.PLANS)())
+        monkeypatch.setattr(plan, "_WARM", {})
+        poison_(outputs)
+        v(**inputs, **outputs)
+        torch.cuda.synchronize()
+        launches = [x for p in plan.PLANS.values() for b in p.bindings.values() for x in b.launches]
+        assert launches and all((x._packed is not None) == (flag == "1") for x in launches)
+        results[flag] = {k: t.clone() for k, t in outputs.items()}
+        _check(v, inputs, outputs)
+    for k in outputs:
+        assert torch.equal(results["0"][k], results["1"][k]), k
+    fastcall.enabled.cache_clear()
+    fastcall.stream_getter.cache_clear()
