@@ -6,7 +6,7 @@ a trial's shape, through the version's own ``run`` -- every line that runs per c
 the launch's own cost (``run_compiled_program`` or the packed call of ``kernels/_shared/cute_fastcall.py``) is a
 GPU measurement (``benchmarks/public_call.py``).  Needs the CuTe DSL installed only for the imports::
 
-    python kernels/mla/tools/host_path.py --version v59_cute --trial decode [--launches 1]
+    python kernels/mla/tools/host_path.py --version v59_cute --trial decode [--launches 1] [--api export]
 """
 
 from __future__ import annotations
@@ -65,6 +65,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--calls", type=int, default=5000)
     ap.add_argument("--rotate", type=int, default=1,
                     help="input sets called in turn (1: the same buffers every call, as a serving loop passes them)")
+    ap.add_argument("--api", choices=("public", "export"), default="public",
+                    help="public: load_version(...)(**inputs, **outputs); export: the exported package's mla_decode "
+                         "(python -m pytest_kforge.export into a temporary folder), a serving engine's call")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     import torch
@@ -80,7 +83,25 @@ def main(argv: list[str] | None = None) -> int:
             for i in range(max(1, args.rotate))]
     import importlib
 
-    plan_mod = importlib.import_module("kforge_kernels.mla.cute.plan")
+    run: Any = v
+    if args.api == "export":
+        import tempfile
+
+        from pytest_kforge.export import export
+
+        done = export("mla", args.version, tempfile.mkdtemp(prefix="kf-host-"), kernels_dir=ROOT / "kernels")
+        sys.path.insert(0, str(done.root.parent))
+        pkg = importlib.import_module(done.package)
+        pkg._check = lambda *_a: None  # type: ignore[attr-defined]  # first call of a shape only: it wants CUDA
+        pkg._prepare = None  # type: ignore[attr-defined]  # no compile: the launch is stubbed
+
+        def run(**t: Any) -> Any:
+            return pkg.mla_decode(t["q"], t["kv_cache"], t["block_table"], t["cache_seqlens"], t["softmax_scale"],
+                                  out=t["out"], lse=t["lse"])
+
+        plan_mod = importlib.import_module(f"{done.package}.cute.plan")
+    else:
+        plan_mod = importlib.import_module("kforge_kernels.mla.cute.plan")
     _stub(plan_mod, args.launches)
     torch.Tensor.get_device = lambda self: 0  # type: ignore[method-assign]  # CPU tensors say -1
     stream0 = type("Stream", (), {"cuda_stream": 0})()
@@ -92,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     def call() -> Any:
         inputs, outputs = sets[turn[0] % len(sets)]
         turn[0] += 1
-        return v(**inputs, **outputs)
+        return run(**inputs, **outputs)
 
     for _ in range(1000):
         call()
@@ -102,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(args.calls):
             call()
         reps.append((time.perf_counter() - t0) / args.calls * 1e6)
-    print(f"{args.version} {args.trial}: {min(reps):.2f} us min, {statistics.median(reps):.2f} us median per call "
+    print(f"{args.version} {args.trial} ({args.api} API): {min(reps):.2f} us min, {statistics.median(reps):.2f} us median per call "
           f"up to the launch (CPU, {args.launches} no-op launch(es), stream lookup stubbed, {len(sets)} input set(s) "
           f"in turn)")
     return 0
