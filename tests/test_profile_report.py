@@ -149,11 +149,12 @@ def test_write_report_and_perf_block(tmp_path: Path) -> None:
     # the key counters sit in their columns: header and rows have the same number of cells
     header = next(ln for ln in block.splitlines() if ln.startswith("| Version"))
     cells = [c.strip() for c in header.split("|")[1:-1]]
-    assert cells[4:9] == ["TC %", "DRAM %", "Occ %", "Regs", "Local B"]
+    assert cells[2] == "Card" and cells[5:10] == ["TC %", "DRAM %", "Occ %", "Regs", "Local B"]
     m = v1.data["metrics"]
     got = dict(zip(cells, (c.strip() for c in rows[1].split("|")[1:-1])))
     assert len(got) == len(cells)
     assert got["TC %"] == f"{m['tensor_pct']:.0f}" and got["DRAM %"] == f"{m['dram_pct']:.0f}"
+    assert got["Card"] == "-"  # a synthetic report names no card
 
 
 @pytest.mark.parametrize("raw, want", [

@@ -14,12 +14,12 @@ their catalog ``name``; an entry planned twice, by title and by name, counts onc
    trials where a trigger fired are evidence about the entry's conditions.  A significant regression
    on a trial where the trigger did not fire is recorded as a Pitfall note (``applying it where the
    trigger does not hold (spec, waves_per_sm=7.76) cost +26%``) and nothing else.
-3. **Narrowing** (discarded, a fired trial significantly slower): a trigger that fired where the
-   change hurt gets one added conjunct ``metric op threshold`` that holds for the parent metrics of
-   every fired trial where the change helped and fails for every fired trial where it hurt
-   (:func:`narrowed_triggers`, in :mod:`.narrow` with the rest of the trigger arithmetic).  When no fired trial helped, or no measured metric separates them,
-   nothing is narrowed: evidence plus a Pitfall note.  A new trigger must parse, be satisfiable and
-   hold on the helped trials' metrics (:func:`satisfiable`), else it is not written.
+3. **Narrowing** (discarded, a fired trial significantly slower): a trigger that fired where the change hurt
+   gets one added conjunct ``metric op threshold`` that holds for the parent metrics of every fired trial
+   where the change helped and fails for every fired trial where it hurt (:func:`narrowed_triggers`, in
+   :mod:`.narrow` with the rest of the trigger arithmetic). When no fired trial helped, or no measured metric
+   separates them, nothing is narrowed: evidence plus a Pitfall note. A new trigger must parse, be satisfiable
+   and hold on the helped trials' metrics (:func:`satisfiable`), else it is not written.
 4. **Anti-pattern** only when the change INTRODUCED the technique (every CONFIG line applying it
    turns its knob on from an off value -- 0, 1, False, "off" -- or, for a code change, the parent's
    CONFIG has no enabled knob of the technique) AND it is slower by more than twice the spread

@@ -330,7 +330,8 @@ def _whole(m: dict, key: str) -> str:
 def perf_block(reports_dir: str | Path, kernel: str, *, link_base: str = "../../reports") -> str:
     """The devlog's ``perf`` block: one row per saved profile of ``kernel`` (newest data wins).
 
-    Besides time, floor and verdict each row carries the counters a reviewer checks first: tensor pipe, DRAM
+    Besides the card the counters come from (rows may mix cards), time, floor and verdict each row carries the
+    counters a reviewer checks first: tensor pipe, DRAM
     and achieved occupancy (% of peak, weighted by stage time), registers per thread (of the longest stage) and
     local-memory bytes (spills; summed over the stages), as :func:`pytest_kforge.profile.rules.aggregate` made them.
     """
@@ -352,12 +353,13 @@ def perf_block(reports_dir: str | Path, kernel: str, *, link_base: str = "../../
         pf = f"{m['pct_floor']:.0f}%" if "pct_floor" in m else "n/a"
         counters = " | ".join(_whole(m, k) for k in ("tensor_pct", "dram_pct", "achieved_occupancy_pct",
                                                       "registers_per_thread", "local_spill_bytes"))
-        rows.append(f"| {d['version']} | {d['trial']} | {m.get('duration_us', 0):.1f} | {pf} | {counters} | "
+        card = str(d.get("gpu") or "-").removeprefix("NVIDIA ")  # the capture's card: rows may mix cards
+        rows.append(f"| {d['version']} | {d['trial']} | {card} | {m.get('duration_us', 0):.1f} | {pf} | {counters} | "
                     f"{d['contract']['bottleneck']}-bound | {top} | "
                     f"[{d['trial']}]({link_base}/{kernel}/{d['version']}/{d['trial']}.md) |")
     head = ["### Profiles (ncu, `--clock-control none`; written by pytest-kforge --kforge-profile)", "",
-            "| Version | Trial | GPU time (us) | % of floor | TC % | DRAM % | Occ % | Regs | Local B | Bottleneck "
+            "| Version | Trial | Card | GPU time (us) | % of floor | TC % | DRAM % | Occ % | Regs | Local B | Bottleneck "
             "| Top opportunity | Report |",
-            "|---------|-------|---------------|------------|------|--------|-------|------|---------|------------"
+            "|---------|-------|------|---------------|------------|------|--------|-------|------|---------|------------"
             "|-----------------|--------|"]
-    return "\n".join(head + (rows or ["| - | - | - | - | - | - | - | - | - | - | no profiles yet | - |"])) + "\n"
+    return "\n".join(head + (rows or ["| - | - | - | - | - | - | - | - | - | - | - | no profiles yet | - |"])) + "\n"
