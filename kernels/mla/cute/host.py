@@ -159,7 +159,7 @@ def config_key(config: Mapping[str, Any]) -> tuple[int, int, int, float]:
             float(config.get("tail_edge_pages", 3.0)))
 
 
-_redo_only = functools.cache(redo_only)
+_redo_only = functools.cache(redo_only)  # the per-call kind check, without scanning the redo tables each time
 #: id(defaults) -> (a copy of the defaults, their config_key): a version's CONFIG is long-lived, and the copy
 #: catches an edit of it in place
 _DEFAULT_KEYS: dict[int, tuple[dict, tuple]] = {}
@@ -169,7 +169,7 @@ def _defaults_key(defaults: Mapping[str, Any]) -> tuple:
     hit = _DEFAULT_KEYS.get(id(defaults))
     if hit is None or hit[0] != defaults:
         hit = _DEFAULT_KEYS[id(defaults)] = (dict(defaults), config_key(defaults))
-    return hit[1]  # the per-call kind check, without scanning the redo tables each time
+    return hit[1]
 
 
 def run_split_combine(
