@@ -20,7 +20,9 @@ resource estimate but is not the binary the GPU runs.
 Frozen versions (:mod:`pytest_kforge.frozen`): ``--frozen check [--versions all|v1_cute,...] [--jobs N]`` compiles
 every CuTe version's kernels on the default trial shapes and compares their normalised PTX digests (and the cuTile
 versions' device-function ASTs) with ``docs/kernels/mla/frozen.json``; ``--frozen write`` records them (a new
-version, once measured).  CI runs the check.
+version, once measured).  CI runs the check.  ``--fresh`` compiles each version in its own process, so no digest
+depends on what a worker compiled before it (a combine's PTX can: v23_cute, v33_cute); use it to prove a layout move
+(it replaced ``tools/ptx_hashes.py``, whose record of the issue-33 move is in git history).
 
 Before an all-version run, ``--prepare all`` (or ``--prepare v1_cute,v59_cute``) runs every CuTe version's own
 ``prepare`` on the trial and self-check fuzz shapes, so a host-side error on any version's path shows here, not on
@@ -186,7 +188,7 @@ def _toolchain() -> dict[str, str]:
             "cuda": f"{CUDA_VERSION.major}.{CUDA_VERSION.minor}"}
 
 
-def frozen_main(mode: str, arg: str, jobs: int) -> int:
+def frozen_main(mode: str, arg: str, jobs: int, fresh: bool = False) -> int:
     """``--frozen dump|write|check``: digests of the versions (``dump``: JSON on stdout, one worker's share),
     written into ``docs/kernels/mla/frozen.json`` or checked against it (exit 1 with one line per change)."""
     os.environ["KFORGE_CUTE_OPTIONS"] = (os.environ.get("KFORGE_CUTE_OPTIONS", "") + " --keep-ptx").strip()
@@ -194,12 +196,12 @@ def frozen_main(mode: str, arg: str, jobs: int) -> int:
     with tempfile.TemporaryDirectory(prefix="cute_ptx_") as tmp:
         os.chdir(tmp)  # --keep-ptx also writes .ptx files into the cwd
         try:
-            return _frozen(mode, arg, jobs)
+            return _frozen(mode, arg, jobs, fresh)
         finally:
             os.chdir(here)
 
 
-def _frozen(mode: str, arg: str, jobs: int) -> int:
+def _frozen(mode: str, arg: str, jobs: int, fresh: bool = False) -> int:
     import json
     import subprocess
 
@@ -211,14 +213,22 @@ def _frozen(mode: str, arg: str, jobs: int) -> int:
         return 0
     t0 = time.time()
     now = cutile_digests(cutile)
-    # contiguous slices: neighbouring versions share kernels, and each worker compiles a shared one once
-    step = -(-len(cute) // max(1, jobs)) if cute else 1
-    slices = [cute[i:i + step] for i in range(0, len(cute), step)]
-    procs = [subprocess.Popen([sys.executable, __file__, "--frozen", "dump", "--versions", ",".join(part)],
-                              stdout=subprocess.PIPE, text=True) for part in slices]
-    for proc in procs:
+    if fresh:  # one process per version: no digest can depend on what a process compiled before (slower)
+        slices = [[v] for v in cute]
+    else:  # contiguous slices: neighbouring versions share kernels, and each worker compiles a shared one once
+        step = -(-len(cute) // max(1, jobs)) if cute else 1
+        slices = [cute[i:i + step] for i in range(0, len(cute), step)]
+    running: list[subprocess.Popen[str]] = []
+    while slices or running:
+        while slices and len(running) < max(1, jobs):
+            part = slices.pop(0)
+            running.append(subprocess.Popen([sys.executable, __file__, "--frozen", "dump", "--versions",
+                                             ",".join(part)], stdout=subprocess.PIPE, text=True))
+        proc = running.pop(0)
         stdout, _ = proc.communicate()
         if proc.returncode != 0:
+            for other in running:
+                other.kill()
             print(f"--frozen: a compile worker failed (exit {proc.returncode}); its versions are not checked")
             return 1
         now.update(json.loads(stdout))
@@ -254,8 +264,10 @@ def main(argv: list[str]) -> int:
         ap.add_argument("mode", choices=("check", "write", "dump"))
         ap.add_argument("--versions", default="all")
         ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+        ap.add_argument("--fresh", action="store_true",
+                        help="compile each version in its own process (a layout move's proof; ~25 min on 2 cores)")
         a = ap.parse_args(argv[1:])
-        return frozen_main(a.mode, a.versions, a.jobs)
+        return frozen_main(a.mode, a.versions, a.jobs, a.fresh)
     if argv[:1] and argv[0].split("=", 1)[0] == "--prepare":
         args = argv[0].split("=", 1)[1:] + argv[1:]
         if len(args) != 1:
