@@ -247,3 +247,16 @@ def test_a_versions_config_key_is_computed_once_and_follows_an_edit_in_place(fak
     assert first == host.config_key(cfg) and host._defaults_key(cfg) is first  # the memo's own tuple
     cfg["num_splits"] = 4
     assert host._defaults_key(cfg) == host.config_key(cfg) != first
+
+
+@pytest.mark.parametrize("api", ["public", "export"])
+def test_the_host_path_tool_runs_on_a_cpu(api: str) -> None:
+    """kernels/mla/tools/host_path.py (the devlog's host-time table) keeps working: a short run prints its line."""
+    import subprocess
+    import sys
+
+    tool = KDIR / "mla" / "tools" / "host_path.py"
+    ran = subprocess.run([sys.executable, str(tool), "--calls", "20", "--api", api], capture_output=True, text=True,
+                         timeout=300, cwd=KDIR.parent)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert f"v59_cute decode ({api} API): " in ran.stdout and "us min" in ran.stdout
