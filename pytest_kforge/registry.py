@@ -345,14 +345,18 @@ def load_kernel(name: str, kernels_dir: str | Path | None = None) -> Kernel:
     return Registry(kernels_dir or default_kernels_dir()).kernel(name)
 
 
+def spec_tags(name: str, spec: Any) -> tuple[str, ...]:
+    """Kernel ``name`` and its loaded ``spec``'s ``tags``: what knowledge entries' ``applies_to`` is matched against."""
+    return (name, *(t for t in getattr(spec, "tags", ()) if t != name))
+
+
 def kernel_tags(name: str, kernels_dir: str | Path | None = None) -> tuple[str, ...]:
-    """The kernel's name and its spec's ``tags`` (what knowledge entries' ``applies_to`` is matched against); the
-    name alone when the spec cannot be loaded."""
+    """:func:`spec_tags` of kernel ``name``, loading its spec; the name alone when the spec cannot be loaded."""
     try:
-        tags = tuple(load_kernel(name, kernels_dir).spec.tags)
+        spec = load_kernel(name, kernels_dir).spec
     except Exception:  # noqa: BLE001 -- matching falls back to the name, as before specs had tags
-        tags = ()
-    return (name, *(t for t in tags if t != name))
+        return (name,)
+    return spec_tags(name, spec)
 
 
 def load_version(kernel: str, version: str, kernels_dir: str | Path | None = None) -> Version:

@@ -76,7 +76,7 @@ def test_prepare_mode_launches_nothing(monkeypatch):
         raise AssertionError("a kernel ran in prepare mode")
 
     monkeypatch.setattr(torch, "zeros", no_kernels)
-    with prep._prepare_mode():
+    with prep.prepare_mode():
         cc.launch((1, 1, 1), "kern", ("arg",))  # would import cuda.tile and launch
         shp = cc.MLAShape(b=2, s=1, h=16, max_pages=3, num_blocks=8)
         ws = plan.split_workspaces(shp, 2, 1, torch.empty(1))

@@ -20,23 +20,13 @@ from . import compat
 from .agents.base import AwaitingAgent
 from .agents.recording import RecordedDesigner, RecordedProfiler
 from .options import Options
-from .state import STEPS, RunState
+from .state import STEPS, RunState, seconds_since
 from .steps import Steps
 from .suite import SuiteRunner
 
 __all__ = ["Options", "Orchestrator", "StepFailed", "DRY_STEPS", "gpu_available"]
 
 DRY_STEPS = ("ANALYZE", "PROFILE", "SELECT", "STRATEGIZE")  # PROFILE in a dry run reads existing data only
-
-
-def _seconds_since(iso: str) -> float:
-    import datetime as _dt
-
-    try:
-        then = _dt.datetime.fromisoformat(iso)
-    except ValueError:
-        return 0.0
-    return max(0.0, (_dt.datetime.now(_dt.timezone.utc) - then).total_seconds())
 
 
 def gpu_available() -> bool:
@@ -152,7 +142,7 @@ class Orchestrator(Steps):
         wall = time.monotonic() - t0
         if handed:  # a handed-off step's time runs from the hand-off to the accepted reply: the designer's work
             rec.started = handed
-            wall = max(wall, _seconds_since(handed))
+            wall = max(wall, seconds_since(handed))
         st.finish(rec, outputs, wall, self._usage, self._cost)
         self.ctx.update(outputs)
         tok = f" [{sum(self._usage.values())} tokens, ${self._cost:.4f}]" if self._usage else ""

@@ -33,6 +33,15 @@ def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
+def seconds_since(iso: str) -> float:
+    """Seconds from a :func:`_now` timestamp to now (0 for one that does not parse)."""
+    try:
+        then = _dt.datetime.fromisoformat(iso)
+    except ValueError:
+        return 0.0
+    return max(0.0, (_dt.datetime.now(_dt.timezone.utc) - then).total_seconds())
+
+
 def json_path(path: str | Path) -> Path:
     """``path``, or its gzipped twin ``path.gz`` when only that exists (a committed run folder)."""
     p = Path(path)

@@ -161,6 +161,7 @@ class Steps:
         reused = sorted(profiles)
         profiler = OfflineProfiler() if self.o.dry_run else self.profiler
         notes: list[str] = []
+        cards: set[str] = set()  # the GPUs the reports read from disk were captured on
         for trial in self.ctx["trials"]:
             if trial in profiles:
                 continue
@@ -179,6 +180,8 @@ class Steps:
                 if not self.o.dry_run:
                     self._record(key, f"profiler-{trial}", actx)
             notes += actx.notes
+            if actx.exchange.get(CAPTURED_ON):
+                cards.add(str(actx.exchange[CAPTURED_ON]))
             profiles[trial] = self._contract_dict(c)
         metrics = {t: self._metrics(d) for t, d in profiles.items()}
         by_version[current] = profiles
@@ -189,9 +192,8 @@ class Steps:
                          for t, d in profiles.items()) or "no profile data"
         if reused:
             line += f" (reused {', '.join(reused)} from an earlier step)"
-        cards = sorted({n.split(CAPTURED_ON, 1)[1].strip() for n in notes if CAPTURED_ON in n})
         if cards:
-            line += f"; {CAPTURED_ON} {', '.join(cards)}"
+            line += f"; {CAPTURED_ON} {', '.join(sorted(cards))}"
         return {"profiles": profiles, "metrics": metrics, "profiles_by_version": by_version, "profile_notes": notes,
                 "line": line}
 
@@ -228,9 +230,9 @@ class Steps:
             for o in d.get("opportunities", []):
                 cands.append({"name": o["name"], "title": o.get("entry", "")})
         applied = self._applied(self.ctx["current"])
+        tags = kernel_tags(self.o.kernel, self.o.kernels_dir)
         for m in self.ctx.get("metrics", {}).values():
-            cands += [f for f in (compat.match_fields(x) for x in self.kb.match(m, kernel_tags=kernel_tags(
-                self.o.kernel, self.o.kernels_dir)))
+            cands += [f for f in (compat.match_fields(x) for x in self.kb.match(m, kernel_tags=tags))
                       if f["name"] not in applied][:3]
         # one entry named by the profiler (by path) and matched by the catalog (by name) is one candidate
         seen: set[str] = set()

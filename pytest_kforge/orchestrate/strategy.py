@@ -80,11 +80,11 @@ def refuted_entries(kb: Any, kernel: str, parent: str, *, min_gain_pct: float = 
             child = r.after.rsplit("(", 1)[-1].rstrip(")")
             if r.config.startswith(f"{kernel} ") and f"({parent})" in r.before and change is not None \
                     and child not in this_run:
-                rows.append((r, change))
+                rows.append((child, change))
         if rows and all(c > -min_gain_pct for _, c in rows):
-            child = sorted({r.after.rsplit("(", 1)[-1].rstrip(")") for r, _ in rows})
+            children = sorted({child for child, _ in rows})
             moved = " / ".join(f"{c:+.1f}%" for _, c in rows)
-            out[str(entry.name)] = (f"tested from {parent} by {', '.join(child)}: {moved} (no trial faster by "
+            out[str(entry.name)] = (f"tested from {parent} by {', '.join(children)}: {moved} (no trial faster by "
                                     f"{min_gain_pct:g}% or more)")
     return out
 

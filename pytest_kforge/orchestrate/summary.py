@@ -111,8 +111,8 @@ def shrink_png(path: Path, colors: int = 32) -> None:
 
 
 def render_walls(state: RunState) -> str:
-    """Wall time (s) of each step per iteration, as the run state recorded them (a handed-off DESIGN counts
-    the orchestrator's part only: writing the task and reading the reply)."""
+    """Wall time (s) of each step per iteration, as the run state recorded them (a handed-off DESIGN counts from
+    the hand-off to the accepted reply: the designer's time)."""
     from .state import STEPS
 
     iters = sorted({int(k.split(":")[0]) for k in state.steps})

@@ -331,9 +331,9 @@ def perf_block(reports_dir: str | Path, kernel: str, *, link_base: str = "../../
     """The devlog's ``perf`` block: one row per saved profile of ``kernel`` (newest data wins).
 
     Besides the card the counters come from (rows may mix cards), time, floor and verdict each row carries the
-    counters a reviewer checks first: tensor pipe, DRAM
-    and achieved occupancy (% of peak, weighted by stage time), registers per thread (of the longest stage) and
-    local-memory bytes (spills; summed over the stages), as :func:`pytest_kforge.profile.rules.aggregate` made them.
+    counters a reviewer checks first: tensor pipe, DRAM and achieved occupancy (% of peak, weighted by stage
+    time), registers per thread (of the longest stage) and local-memory bytes (spills; summed over the stages),
+    as :func:`pytest_kforge.profile.rules.aggregate` made them.
     """
     from pytest_kforge.registry import version_sort_key
 

@@ -71,7 +71,7 @@ def profile_version(kernel: str, version: str, trials: Sequence[str] | None = No
     ``peer_csv`` maps a trial to raw CSVs of peers profiled in the same capture (``peer-<name>.csv[.gz]``, as
     :mod:`.side` writes them): the report derives the gap to the best of them.
     """
-    from pytest_kforge.registry import load_kernel
+    from pytest_kforge.registry import load_kernel, spec_tags
 
     root = Path(root)
     kdir = Path(kernels_dir) if kernels_dir else root / "kernels"
@@ -170,7 +170,7 @@ def profile_version(kernel: str, version: str, trials: Sequence[str] | None = No
             rep = build_report(kernel, version, trial, p, records, flops=spec.flops(p), min_bytes=spec.min_bytes(p),
                                roofline=roofline, stage_names=stage_names, language=language, baseline=base,
                                extra=extra, knowledge_root=root / "docs" / "knowledge", applied=applied, peers=peers,
-                               kernel_tags=(kernel, *(t for t in spec.tags if t != kernel)))
+                               kernel_tags=spec_tags(kernel, spec))
         except Exception as exc:  # noqa: BLE001 - one bad trial must not lose the others
             out.fault = f"could not build the report for {version} {trial}: {type(exc).__name__}: {exc}"
             continue

@@ -30,9 +30,9 @@ from typing import Any
 from kforge_kernels._shared.cutile_prepare import LAST_ERROR, STATS, compile_launch, prepare_mode, preparing
 from kforge_kernels._shared.cutile_prepare import prepare_run as _prepare_run
 
-_prepare_mode = prepare_mode
 _DONE: set[tuple[Any, ...]] = set()  # the MLA shapes (and fuzz lengths) this process prepared
-__all__ = ["compile_launch", "preparing", "empty_inputs", "prepare_run", "preparer", "STATS", "LAST_ERROR"]
+__all__ = ["compile_launch", "preparing", "prepare_mode", "empty_inputs", "prepare_run", "preparer", "STATS",
+           "LAST_ERROR"]
 
 
 def empty_inputs(spec: Any, params: Mapping[str, int], input_kwargs: Mapping[str, Any] | None,

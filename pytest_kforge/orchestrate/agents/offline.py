@@ -140,6 +140,7 @@ class OfflineProfiler:
 
             context.exchange.setdefault("sources", []).append(str(path))
             if data.get("gpu"):  # a committed report may come from another card than the one VERIFY runs on
+                context.exchange[CAPTURED_ON] = data["gpu"]
                 context.notes.append(f"{version} {trial}: {CAPTURED_ON} {data['gpu']}")
             return contract_from_report(data)
         context.notes.append(f"{version} {trial}: no ncu report; contract derived from the suite results JSON")
@@ -152,7 +153,7 @@ class OfflineProfiler:
         return contract_from_results(kernel, version, trial, params, context.results, matches)
 
 
-#: the note the profiler leaves for a report read from disk: PROFILE's line names the card (stop 44)
+#: the exchange key (and note) of a report read from disk: the card it was captured on; PROFILE's line names it
 CAPTURED_ON = "counters captured on"
 
 
