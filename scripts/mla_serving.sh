@@ -5,20 +5,29 @@
 #   the host time per call with and without the packed launch (KFORGE_CUTE_FASTCALL=1),
 #   then the exported package's own test (correctness, ragged shapes, CUDA-graph capture + replay) from a clean
 #   directory.   bash scripts/mla_serving.sh [VERSION=v59_cute] [PEERS=flashinfer_fa3,flashmla] [STEP_S=540]
+#                                            [ONLY=serving,export,export-test,host,host-fast,graph-fast]
+# ONLY picks the steps (in that order) when one call cannot hold them all.  The logs and results are packed into
+# $OUT/mla-serving.tgz at the end: a device call brings back only a few files.
 set -u
 for kv in "$@"; do export "${kv?}"; done
 STEP_DEFAULT=540; source "$(dirname "$0")/steps.sh"
 VERSION=${VERSION:-v59_cute}; PEERS=${PEERS:-flashinfer_fa3,flashmla}
+ONLY=${ONLY:-serving,export,export-test,host,host-fast,graph-fast}
 TRIALS=serve_tp8,serve_tp4,serve_tp2,serve_b1,serve_b256,serve_ragged,serve_mtp4,serve_spec_tp8
-nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader
-step serving 380 python3 -m benchmarks.compare --kernel mla --versions "$VERSION" --peers "$PEERS" --trial "$TRIALS" \
-    --rounds 30 --by-trial --out "$OUT/serving.md" --json "$OUT/serving.json"
+want() { case ",$ONLY," in *",$1,"*) return 0;; esac; return 1; }
+nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
+want serving && step serving 380 python3 -m benchmarks.compare --kernel mla --versions "$VERSION" --peers "$PEERS" \
+    --trial "$TRIALS" --rounds 30 --by-trial --out "$OUT/serving.md" --json "$OUT/serving.json"
+want export && step export 30 python3 -m pytest_kforge.export mla "$VERSION" /tmp/kf-export --force
+want export-test && step export-test 120 bash -c "cd /tmp/kf-export && python3 -m pytest -q -p no:cacheprovider -rs"
 # host time per call (issue 35: under 10 us): the default launch path, then the packed call + raw stream getter
 # (kernels/_shared/cute_fastcall.py); public_call also captures each in a CUDA graph and replays it on new values
-step host 150 python3 -m benchmarks.public_call --versions "$VERSION" --trials decode,spec --out "$OUT/host-default"
-step host-fast 150 env KFORGE_CUTE_FASTCALL=1 python3 -m benchmarks.public_call --versions "$VERSION" \
-    --trials decode,spec --out "$OUT/host-fastcall"
-step graph-fast 120 env KFORGE_CUTE_FASTCALL=1 python3 -m pytest -q -p no:cacheprovider tests/test_public_call_gpu.py
-step export 30 python3 -m pytest_kforge.export mla "$VERSION" /tmp/kf-export
-step export-test 120 bash -c "cd /tmp/kf-export && python3 -m pytest -q -p no:cacheprovider"
+want host && step host 150 python3 -m benchmarks.public_call --versions "$VERSION" --trials decode,spec \
+    --out "$OUT/host-default"
+want host-fast && step host-fast 150 env KFORGE_CUTE_FASTCALL=1 python3 -m benchmarks.public_call \
+    --versions "$VERSION" --trials decode,spec --out "$OUT/host-fastcall"
+want graph-fast && step graph-fast 120 env KFORGE_CUTE_FASTCALL=1 python3 -m pytest -q -p no:cacheprovider -rs \
+    tests/test_public_call_gpu.py
 echo "== done in $(( $(date +%s) - T0 )) s"
+tar czf /tmp/mla-serving.tgz -C "$OUT" . && mv /tmp/mla-serving.tgz "$OUT/mla-serving.tgz" &&
+    find "$OUT" -mindepth 1 ! -name mla-serving.tgz -delete
