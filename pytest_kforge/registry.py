@@ -87,6 +87,11 @@ class Version:
     module: ModuleType
     spec: KernelSpec
     features: tuple[str, ...] | None = None  # FEATURES, None when the module does not declare it
+    # the spec's output names as a set, built once: __call__ tests it on every public call (host time)
+    _outputs: frozenset[str] = dataclasses.field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self._outputs = frozenset(self.spec.output_names)
 
     @property
     def fn(self) -> Callable[..., Any]:
@@ -110,7 +115,7 @@ class Version:
     def __call__(self, *, config: Mapping[str, Any] | None = None, **tensors: Any) -> tuple[Any, ...]:
         """Run the version.  Outputs not passed are allocated (un-poisoned) by the spec."""
         # this runs on every public call (host time): the common case, every output given, costs one set test
-        missing_out = () if tensors.keys() >= set(self.spec.output_names) else \
+        missing_out = () if tensors.keys() >= self._outputs else \
             [n for n in self.spec.output_names if n not in tensors]
         if missing_out:
             params = self.spec_params(tensors)
