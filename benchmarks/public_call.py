@@ -165,6 +165,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
+    import torch
+
+    if not torch.cuda.is_available():
+        print("public_call: no CUDA GPU is visible (it times launches on the GPU); run it on the GPU machine.",
+              file=sys.stderr)
+        return 2
     from pytest_kforge.registry import load_version
 
     rows: list[dict[str, Any]] = []
