@@ -29,5 +29,7 @@ want host-fast && step host-fast 150 env KFORGE_CUTE_FASTCALL=1 python3 -m bench
 want graph-fast && step graph-fast 120 env KFORGE_CUTE_FASTCALL=1 python3 -m pytest -q -p no:cacheprovider -rs \
     tests/test_public_call_gpu.py
 echo "== done in $(( $(date +%s) - T0 )) s"
-tar czf /tmp/mla-serving.tgz -C "$OUT" . && mv /tmp/mla-serving.tgz "$OUT/mla-serving.tgz" &&
-    find "$OUT" -mindepth 1 ! -name mla-serving.tgz -delete
+# pack (then remove) only what this script wrote: $OUT may hold a caller's own files
+made=(); for f in gpu.txt serving.md serving.json host-default host-fastcall serving.log export.log export-test.log \
+    host.log host-fast.log graph-fast.log; do [ -e "$OUT/$f" ] && made+=("$f"); done
+tar czf "$OUT/mla-serving.tgz" -C "$OUT" "${made[@]}" && (cd "$OUT" && rm -rf "${made[@]}")
