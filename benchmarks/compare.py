@@ -155,6 +155,11 @@ def compare(
         row = Row(name, "version", v.language)
         missing = v.toolchain_missing()
         row.skipped = str(missing) if missing else None
+        if not row.skipped and v.language != "torch" and not device.startswith("cuda"):
+            # the pytest plugin's rule (collect.skip_reason): DSL kernels run only on a GPU
+            from pytest_kforge.errors import NoGPUError
+
+            row.skipped = str(NoGPUError(f"{kernel} {name} ({v.language})"))
         candidates.append((row, v, None))
     for name in peers:
         p = get_peer(name)

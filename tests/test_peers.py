@@ -187,6 +187,18 @@ def test_compare_reports_an_unsupported_cell_without_checking_or_timing_it(
     assert cells["spec"]["correct"] is None and cells["spec"]["median_us"] is None
 
 
+def test_compare_skips_a_dsl_version_on_a_cpu_device_with_one_sentence(tmp_path: Path) -> None:
+    # a CuTe version whose toolchain imports fine on a CPU machine used to end the whole run in host.py's traceback
+    pytest.importorskip("cutlass")
+    rc = main(["--versions", "v59_cute,v0", "--trial", "decode", "--params", "b=2,t=70,h=16", "--device", "cpu",
+               "--rounds", "2", "--warmup", "0", "--check-repeats", "1", "--kernels-dir", str(REPO / "kernels"),
+               "--out", str(tmp_path / "t.md")])
+    assert rc == 0
+    rows = {ln.split("|")[1].strip(): ln for ln in (tmp_path / "t.md").read_text().splitlines() if ln.startswith("| ")}
+    assert "skipped: mla v59_cute (cute-dsl) needs a CUDA GPU" in rows["v59_cute"]
+    assert rows["v0"].rstrip().endswith("| yes |")
+
+
 @pytest.mark.parametrize("name", sorted(n for n, p in PEERS.items() if p.kernel == "rmsnorm_fp8"))
 def test_rmsnorm_peer_follows_its_kernels_contract(name: str) -> None:
     """A peer of another kernel takes that kernel's inputs and outputs (and eager torch is correct on CPU)."""
