@@ -72,7 +72,7 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any, list]:
     monkeypatch.setattr(host, "compiled", compiled)
     monkeypatch.setattr(plan, "PLANS", type(plan.PLANS)())
     monkeypatch.setattr(plan, "_WARM", {})
-    monkeypatch.setattr(plan, "_EXECUTORS", {})
+    monkeypatch.setattr(plan.fastcall, "EXECUTORS", {})
     monkeypatch.setattr(host, "_REDO_FLAGS", {})
     monkeypatch.setattr(host, "_TAIL", {})
     return host, plan, log

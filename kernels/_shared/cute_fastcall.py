@@ -24,7 +24,11 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["PackedCall", "packed_call", "enabled", "current_stream", "stream_getter"]
+__all__ = ["PackedCall", "packed_call", "enabled", "current_stream", "stream_getter", "Marshalled", "executor",
+           "rewritable", "EXECUTORS"]
+
+#: one executor per (compiled function, device), made outside any capture (each holds the loaded module)
+EXECUTORS: dict[tuple[int, int], tuple[Any, Any]] = {}
 
 
 @functools.cache
@@ -75,3 +79,50 @@ def packed_call(executor: Any, exe_args: Sequence[Any]) -> PackedCall | None:
     shared = pack(list(exe_args))  # the executor's thread-local array, refilled by its next launch: copy it
     array = (ctypes.c_void_p * len(shared))(*shared)
     return PackedCall(capi, array, executor.cuda_result)
+
+
+def executor(fn: Any, device_index: int) -> Any:
+    """``fn.to(device_index)`` once per (compiled function, device) for the life of the process."""
+    hit = EXECUTORS.get((id(fn), device_index))
+    if hit is None:  # the entry keeps fn alive, so its id is not reused
+        hit = EXECUTORS[(id(fn), device_index)] = (fn, fn.to(device_index))
+    return hit[1]
+
+
+def rewritable(p: Any) -> bool:
+    """Whether ``p`` (a ``make_ptr`` result) keeps its address in C storage the launch reads (``_desc``)."""
+    desc = getattr(p, "_desc", None)
+    return desc is not None and hasattr(desc, "value") and getattr(p, "__c_pointers__", None) is not None
+
+
+class Marshalled:
+    """``fn(*args)`` with ``args`` marshalled once by the executor (packed with :func:`enabled`); when the executor
+    lacks those internals, the library call ``fn(*args)`` and a line in ``fallbacks`` saying why."""
+
+    def __init__(self, fn: Any, args: Sequence[Any], device_index: int, fallbacks: list[str]) -> None:
+        self.fn, self.args = fn, tuple(args)
+        self._run: Any = None
+        self._exe_args: Any = None
+        self._packed: PackedCall | None = None
+        try:
+            ex = executor(fn, device_index)
+            self._exe_args, self._adapted = ex.generate_execution_args(*self.args)
+            self._run = ex.run_compiled_program
+            if enabled():  # opt-in until timed on a GPU (see the module docstring)
+                self._packed = packed_call(ex, self._exe_args)
+        except (AttributeError, TypeError) as exc:
+            fallbacks.append(f"{type(exc).__name__}: {exc}")
+            self._run = self._exe_args = None
+
+    @property
+    def marshalled(self) -> bool:
+        """False when each call goes through the library (``fn(*args)``, marshalling again)."""
+        return self._run is not None
+
+    def __call__(self) -> None:
+        if self._packed is not None:
+            self._packed()
+        elif self._run is not None:
+            self._run(self._exe_args)
+        else:
+            self.fn(*self.args)

@@ -16,7 +16,7 @@ pre-marshalled arguments -- the library's own ``cuLaunchKernelEx`` on the caller
 CUDA graph captures.  What the kernels receive is what ``fn(*args)`` would pass: the library reads
 the same storage in both paths (a GPU test compares their outputs).
 
-With a CuTe DSL whose pointer or executor internals differ, :func:`_rewritable` / ``_Launch``
+With a CuTe DSL whose pointer or executor internals differ, :func:`fastcall.rewritable` / ``fastcall.Marshalled``
 fall back to the library call (slower, the same result); ``FALLBACKS`` records why.
 """
 
@@ -39,8 +39,6 @@ PLANS: OrderedDict[tuple, Plan] = OrderedDict()
 #: the newest plan built outside a graph capture, per shape without the stream (a capture reuses it)
 _WARM: dict[tuple, Plan] = {}
 MAX_PLANS = 32
-#: one executor per (compiled function, device), made outside any capture (each holds the loaded module)
-_EXECUTORS: dict[tuple[int, int], tuple[Any, Any]] = {}
 #: why a binding fell back to the library call (GPU tests assert it stays empty on the supported CuTe DSL)
 FALLBACKS: list[str] = []
 #: the per-call pointers of a binding: (name, dtype name, assumed alignment)
@@ -54,43 +52,9 @@ def _capturing() -> bool:
     return torch.cuda.is_available() and bool(torch.cuda.is_current_stream_capturing())
 
 
-class _Launch:
+def _launch(fn: Any, args: tuple, device_index: int) -> fastcall.Marshalled:
     """One kernel of a binding: ``fn`` with ``args`` marshalled once (or the library call, when it cannot be)."""
-
-    def __init__(self, fn: Any, args: tuple, device_index: int) -> None:
-        self.fn, self.args = fn, args
-        self._packed: Any = None
-        try:
-            executor = _executor(fn, device_index)
-            exe_args, self._adapted = executor.generate_execution_args(*args)
-            self._run, self._exe_args = executor.run_compiled_program, exe_args
-            if fastcall.enabled():  # opt-in until timed on a GPU (kernels/_shared/cute_fastcall.py)
-                self._packed = fastcall.packed_call(executor, exe_args)
-        except (AttributeError, TypeError) as exc:
-            FALLBACKS.append(f"{type(exc).__name__}: {exc}")
-            self._run, self._exe_args = None, None
-
-    def __call__(self) -> None:
-        if self._packed is not None:
-            self._packed()
-        elif self._run is not None:
-            self._run(self._exe_args)
-        else:
-            self.fn(*self.args)
-
-
-def _executor(fn: Any, device_index: int) -> Any:
-    hit = _EXECUTORS.get((id(fn), device_index))
-    if hit is None:  # the entry keeps fn alive, so its id is not reused
-        hit = _EXECUTORS[(id(fn), device_index)] = (fn, fn.to(device_index))
-    return hit[1]
-
-
-def _rewritable(p: Any) -> bool:
-    """Whether ``p`` (a ``make_ptr`` result) keeps its address in C storage the launch reads (``_desc``)."""
-    desc = getattr(p, "_desc", None)
-    cptrs = getattr(p, "__c_pointers__", None)
-    return desc is not None and hasattr(desc, "value") and cptrs is not None
+    return fastcall.Marshalled(fn, args, device_index, FALLBACKS)
 
 
 class Binding:
@@ -109,7 +73,7 @@ class Binding:
 
         # any address of the right alignment: the real ones are written before each call
         self.ptrs = {name: ptr(dts[dt], 1 << 20, align) for name, dt, align in _PTRS}
-        self.rewritable = all(_rewritable(p) for p in self.ptrs.values())
+        self.rewritable = all(fastcall.rewritable(p) for p in self.ptrs.values())
         if not self.rewritable:
             FALLBACKS.append("make_ptr has no rewritable _desc: every call builds its binding again")
         self.stream_obj = cuda.CUstream(stream)
@@ -211,7 +175,7 @@ def _fresh(plan: Plan, binding: Binding, addrs: dict[str, int], stream: int, sca
 
 
 def _launches(plan: Plan, P: dict[str, Any], ptr: Callable[..., Any], i32: Any, f32: Any, stream: Any, scale: Any,
-              n_pages: int) -> list[_Launch]:
+              n_pages: int) -> list[fastcall.Marshalled]:
     """The kernels of ``plan`` with their arguments, in launch order (the three paths of a call)."""
     import cutlass
 
@@ -228,21 +192,21 @@ def _launches(plan: Plan, P: dict[str, Any], ptr: Callable[..., Any], i32: Any, 
         finals = (*finals[:2], ptr(fp, plan.ws.data_ptr(), 16))
     if plan.key[10]:  # traced: the timeline probe's buffer takes the counter argument's place
         finals = (*finals[:2], P["trace"])
-    out: list[_Launch] = []
+    out: list[fastcall.Marshalled] = []
     if plan.path == "tail":
         # the direct grid over the full waves, then the tail grid, which merges its own pieces
         tp, sem, opart, lpart, b_first = plan.tail
         f_direct, _, rows_pad, _ = host.compiled(kind, s, h, stages, direct=True)
         finals = (o, l, ptr(it, sem.data_ptr(), 4))
         if tp.full:
-            out.append(_Launch(f_direct, (*ins, o, l, *finals, *sizes[:3], i32(tp.full), sizes[4], stream), dev))
+            out.append(_launch(f_direct, (*ins, o, l, *finals, *sizes[:3], i32(tp.full), sizes[4], stream), dev))
         if tp.pieces:
             f_tail, _, _, _ = host.compiled(kind, s, h, stages)
             # the partials hold the tail's sequences only: their base goes back by the sequences before them
             o_at = opart.data_ptr() - b_first * host.MAX_PARTS * rows_pad * host.D_V * 4
             l_at = lpart.data_ptr() - b_first * host.MAX_PARTS * rows_pad * 4
             parts = (ptr(fp, o_at, 16), ptr(fp, l_at, 16))
-            out.append(_Launch(f_tail, (*ins, *parts, *finals, *sizes[:3], i32(len(tp.pieces)), sizes[4], stream),
+            out.append(_launch(f_tail, (*ins, *parts, *finals, *sizes[:3], i32(len(tp.pieces)), sizes[4], stream),
                                dev))
     elif plan.path == "direct":
         f_main, _, _, _ = host.compiled(kind, s, h, stages, direct=True, paired=plan.paired)
@@ -251,23 +215,23 @@ def _launches(plan: Plan, P: dict[str, Any], ptr: Callable[..., Any], i32: Any, 
             # zeroes again (the counter argument's place; unused by these kinds otherwise)
             finals = (*finals[:2], ptr(it, plan.flags.data_ptr(), 4))
         args = (*ins, o, l, *finals, *sizes, stream)
-        out.append(_Launch(f_main, args, dev))
+        out.append(_launch(f_main, args, dev))
         redo = redo_kind(kind, one_split=not plan.paired)
         if redo:  # the exact kernel over the tiles f_main poisoned
-            out.append(_Launch(host.compiled(redo, s, h, stages, direct=True, paired=plan.paired)[0], args, dev))
+            out.append(_launch(host.compiled(redo, s, h, stages, direct=True, paired=plan.paired)[0], args, dev))
     else:
         f_main, f_comb, _, _ = host.compiled(kind, s, h, stages, paired=plan.paired)
         opart, lpart = plan.parts
         parts = (ptr(bf if bf16_partials(kind) else fp, opart.data_ptr(), 16), ptr(fp, lpart.data_ptr(), 16))
         if plan.sem is not None:
-            out.append(_Launch(f_main, (*ins, *parts, o, l, ptr(it, plan.sem.data_ptr(), 4), *sizes, stream), dev))
+            out.append(_launch(f_main, (*ins, *parts, o, l, ptr(it, plan.sem.data_ptr(), 4), *sizes, stream), dev))
         else:
             args = (*ins, *parts, *finals, *sizes, stream)
-            out.append(_Launch(f_main, args, dev))
+            out.append(_launch(f_main, args, dev))
             redo = redo_kind(kind)
             if redo:  # before the combine: it must read the recomputed partials
-                out.append(_Launch(host.compiled(redo, s, h, stages, paired=plan.paired)[0], args, dev))
-            out.append(_Launch(f_comb, (*parts, o, l, i32(b), i32(plan.slots), stream), dev))
+                out.append(_launch(host.compiled(redo, s, h, stages, paired=plan.paired)[0], args, dev))
+            out.append(_launch(f_comb, (*parts, o, l, i32(b), i32(plan.slots), stream), dev))
     return out
 
 

@@ -19,7 +19,6 @@ from kforge_kernels._shared import cute_fastcall as fastcall
 __all__ = ["Launcher", "FALLBACKS", "compiled", "dummy_ptr"]
 
 _COMPILED: dict[tuple, Any] = {}
-_EXECUTORS: dict[tuple[int, int], tuple[Any, Any]] = {}
 FALLBACKS: list[str] = []
 
 
@@ -55,45 +54,22 @@ class Launcher:
         self.ptrs = [dummy_ptr(dt, al) for dt, al in self.ptr_types]
         self.scalars = list(scalars)
         self.stream = cuda.CUstream(stream)
-        self._run: Any = None
-        self._exe_args: Any = None
-        self._packed: Any = None
-        if all(_rewritable(p) for p in self.ptrs):
-            try:
-                ex = _executor(fn, device_index)
-                self._exe_args, self._adapted = ex.generate_execution_args(*self.ptrs, *self.scalars, self.stream)
-                self._run = ex.run_compiled_program
-                if fastcall.enabled():  # opt-in until timed on a GPU (kernels/_shared/cute_fastcall.py)
-                    self._packed = fastcall.packed_call(ex, self._exe_args)
-            except (AttributeError, TypeError) as exc:
-                FALLBACKS.append(f"{type(exc).__name__}: {exc}")
+        self._marshalled: fastcall.Marshalled | None = None
+        if all(fastcall.rewritable(p) for p in self.ptrs):
+            m = fastcall.Marshalled(fn, (*self.ptrs, *self.scalars, self.stream), device_index, FALLBACKS)
+            self._marshalled = m if m.marshalled else None
         else:
             FALLBACKS.append("make_ptr has no rewritable _desc: each call marshals its arguments again")
 
     def __call__(self, addrs: Sequence[int]) -> None:
-        if self._run is not None:
+        if self._marshalled is not None:
             for p, a in zip(self.ptrs, addrs):
                 p._desc.value = a
                 p._pointer = a
-            if self._packed is not None:
-                self._packed()
-            else:
-                self._run(self._exe_args)
+            self._marshalled()
             return
         import cutlass.cute as cute
         from cutlass.cute.runtime import make_ptr
 
         ptrs = [make_ptr(dt, a, cute.AddressSpace.gmem, assumed_align=al) for (dt, al), a in zip(self.ptr_types, addrs)]
         self.fn(*ptrs, *self.scalars, self.stream)
-
-
-def _rewritable(p: Any) -> bool:
-    desc = getattr(p, "_desc", None)
-    return desc is not None and hasattr(desc, "value") and getattr(p, "__c_pointers__", None) is not None
-
-
-def _executor(fn: Any, device_index: int) -> Any:
-    hit = _EXECUTORS.get((id(fn), device_index))
-    if hit is None:  # the entry keeps fn alive, so its id is not reused
-        hit = _EXECUTORS[(id(fn), device_index)] = (fn, fn.to(device_index))
-    return hit[1]
