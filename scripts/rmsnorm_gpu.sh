@@ -14,13 +14,14 @@ nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader
 step calibrate 90 python3 -m pytest_kforge.calibrate --out "$OUT/calibration.json"
 step suite 260 python3 -m pytest -p no:cacheprovider -q -rs --kernel rmsnorm_fp8 --kforge-json "$OUT/suite.json" \
     --benchmark-storage="file://$OUT/bench" --benchmark-save=rmsnorm_fp8 -n 4 --kforge-workers-per-gpu 4
-step compare 150 python3 -m benchmarks.compare --kernel rmsnorm_fp8 --versions v0,v1,v2,v1_cute,v2_cute \
+step compare 150 python3 -m benchmarks.compare --kernel rmsnorm_fp8 --versions v0,v1,v2,v1_cute,v2_cute,v3_cute \
     --peers torch_eager,torch_compile --trial prefill,decode,qlora --out "$OUT/peers.md" --json "$OUT/peers.json"
-# the packed CuTe launch (kernels/_shared/cute_fastcall.py, opt-in): the same compare with it on, host us beside
-# the step above's (FASTCALL=0 skips it)
-[ "${FASTCALL:-1}" = 1 ] && step fastcall 60 env KFORGE_CUTE_FASTCALL=1 python3 -m benchmarks.compare \
-    --kernel rmsnorm_fp8 --versions v1_cute,v2_cute --trial prefill,decode,qlora --out "$OUT/fastcall.md" \
-    --json "$OUT/fastcall.json"
+# the compare above runs the packed CuTe launch (kernels/_shared/cute_fastcall.py, the default); the same compare
+# through the library's run_compiled_program (KFORGE_CUTE_FASTCALL=0), host us beside the step above's (LIBRARY=0
+# skips it)
+[ "${LIBRARY:-1}" = 1 ] && step library 60 env KFORGE_CUTE_FASTCALL=0 python3 -m benchmarks.compare \
+    --kernel rmsnorm_fp8 --versions v1_cute,v2_cute,v3_cute --trial prefill,decode,qlora --out "$OUT/library.md" \
+    --json "$OUT/library.json"
 # the loop on this kernel: the plan only, then one offline iteration from the best version (verified, evaluated
 # and learned like any other); what it writes in the checkout (a new version, devlog, knowledge) comes back
 FROM=${FROM:-v2_cute}
@@ -38,4 +39,4 @@ git status --porcelain > "$OUT/git-status.txt" 2>&1
 git ls-files -m -o --exclude-standard -z | grep -zv '^\.gpu/' | tar czf "$OUT/checkout-changes.tgz" --null -T - 2>/dev/null
 # the device returns a handful of files (run 02 lost its archive to the count): everything travels as one archive
 (cd "$OUT" && tar czf /tmp/rmsnorm-all.tgz . && find . -mindepth 1 -delete && mv /tmp/rmsnorm-all.tgz .)
-echo "== packed: $OUT/rmsnorm-all.tgz (logs, suite.json, peers/fastcall JSON, bench/, reports/, runs/, checkout changes)"
+echo "== packed: $OUT/rmsnorm-all.tgz (logs, suite.json, peers/library JSON, bench/, reports/, runs/, checkout changes)"

@@ -60,14 +60,14 @@ def test_a_cuda_error_is_raised_and_a_foreign_executor_falls_back(fastcall) -> N
     assert fastcall.packed_call(object(), [0x1000]) is None  # no internals: the caller keeps run_compiled_program
 
 
-def test_it_is_opt_in(fastcall, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_it_is_on_unless_turned_off(fastcall, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("KFORGE_CUTE_FASTCALL", raising=False)
     fastcall.enabled.cache_clear()
-    assert not fastcall.enabled()
-    monkeypatch.setenv("KFORGE_CUTE_FASTCALL", "1")
-    assert not fastcall.enabled()  # read once per process
-    fastcall.enabled.cache_clear()
     assert fastcall.enabled()
+    monkeypatch.setenv("KFORGE_CUTE_FASTCALL", "0")
+    assert fastcall.enabled()  # read once per process
+    fastcall.enabled.cache_clear()
+    assert not fastcall.enabled()
     monkeypatch.delenv("KFORGE_CUTE_FASTCALL")
     fastcall.enabled.cache_clear()
 

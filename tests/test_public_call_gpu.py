@@ -118,7 +118,7 @@ def test_the_cute_plan_launch_matches_the_library_call_bit_for_bit(trial: str, m
     fast = {k: t.clone() for k, t in outputs.items()}
     assert plan.FALLBACKS == []
     monkeypatch.setattr(plan, "PLANS", type(plan.PLANS)())
-    monkeypatch.setattr(plan, "_rewritable", lambda p: False)  # every call through the library's fn(*args)
+    monkeypatch.setattr(plan.fastcall, "rewritable", lambda p: False)  # every call through the library's fn(*args)
     monkeypatch.setattr(plan, "FALLBACKS", [])
     from pytest_kforge.spec import poison_
 

@@ -7,13 +7,14 @@ addresses of each argument's C storage, plus the executor's CUDA-result slot and
 the arguments -- and reads the result code.  The addresses never change for marshalled arguments whose storage is
 rewritten in place (the pre-marshalled launchers write new tensor addresses into the pointers' ``_desc``), so the
 array can be built once: :class:`PackedCall` copies the executor's own array for those ``exe_args`` and a call is
-``capi_func(array)`` alone.  Expected: ~2.5-3 us of host time per launch instead of ~7 us (helper-8's reading of
-``base_dsl/jit_executor.py``; to be measured).  The launch is the same one (same host code, same stream), so a
-CUDA graph captures it as before.
+``capi_func(array)`` alone.  The launch is the same one (same host code, same stream), so a CUDA graph captures it
+as before.  Measured on the H200 (2026-12-07, ``benchmarks.public_call``, MLA v59_cute): host time per public call
+19.2 -> 13.2 us on decode, 31.0 -> 21.3 us on spec (two launches), device time unchanged, the outputs bit for bit
+those of ``run_compiled_program``, CUDA-graph capture and replay correct (docs/kernels/mla.md).
 
 It reads executor internals (``_get_invoke_packed_args``, ``capi_func``, ``cuda_result``): :func:`packed_call`
-returns None when they are not there, and the caller keeps ``run_compiled_program``.  Opt-in while it is
-unmeasured: ``KFORGE_CUTE_FASTCALL=1``, which also switches :func:`current_stream` to torch's raw getter.
+returns None when they are not there, and the caller keeps ``run_compiled_program``.  On by default since that
+measurement; ``KFORGE_CUTE_FASTCALL=0`` turns it off (and :func:`current_stream` back to ``torch.cuda.current_stream``).
 """
 
 from __future__ import annotations
@@ -33,10 +34,10 @@ EXECUTORS: dict[tuple[int, int], tuple[Any, Any]] = {}
 
 @functools.cache
 def enabled() -> bool:
-    """``KFORGE_CUTE_FASTCALL=1`` turns the packed call on (off by default until a GPU run has timed it).  Read once
-    per process (an environment lookup costs ~1 us, a call's whole budget is 10); ``enabled.cache_clear()`` (and
+    """The packed call and raw stream getter are on unless ``KFORGE_CUTE_FASTCALL=0``.  Read once per process (an
+    environment lookup costs ~1 us, a call's whole budget is 10); ``enabled.cache_clear()`` (and
     ``stream_getter.cache_clear()``) re-read it."""
-    return os.environ.get("KFORGE_CUTE_FASTCALL", "") == "1"
+    return os.environ.get("KFORGE_CUTE_FASTCALL", "1") != "0"
 
 
 @functools.cache
@@ -52,7 +53,7 @@ def stream_getter() -> Callable[[int], int]:
 
 def current_stream(index: int) -> int:
     """The caller's current CUDA stream on device ``index`` as an int: torch's raw getter (what Inductor's generated
-    code calls, ~0.2 us; inside a CUDA graph capture it is the capture stream) with ``KFORGE_CUTE_FASTCALL=1``, else
+    code calls, ~0.2 us; inside a CUDA graph capture it is the capture stream), or with ``KFORGE_CUTE_FASTCALL=0``
     ``torch.cuda.current_stream`` (~2.8 us: it builds a ``torch.cuda.Stream`` object per call)."""
     return stream_getter()(index)
 
@@ -108,7 +109,7 @@ class Marshalled:
             ex = executor(fn, device_index)
             self._exe_args, self._adapted = ex.generate_execution_args(*self.args)
             self._run = ex.run_compiled_program
-            if enabled():  # opt-in until timed on a GPU (see the module docstring)
+            if enabled():  # KFORGE_CUTE_FASTCALL=0 keeps run_compiled_program (see the module docstring)
                 self._packed = packed_call(ex, self._exe_args)
         except (AttributeError, TypeError) as exc:
             fallbacks.append(f"{type(exc).__name__}: {exc}")
