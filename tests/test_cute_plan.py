@@ -8,6 +8,7 @@ code it replaced (issue 39), and a second call of the shape only rewrites addres
 from __future__ import annotations
 
 import importlib
+import math
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +84,7 @@ CPU = torch.device("cpu")
 
 
 def _key(kind: str, b: int, s: int, h: int, pages: int, allow_direct: bool = True) -> tuple:
-    return (kind, b, s, h, pages, 2, 0, 132, 3.0, allow_direct, False, None)
+    return (kind, b, s, h, pages, 2, 0, 132, 3.0, 16, allow_direct, False, None)
 
 
 def _call(plan_mod: Any, key: tuple, addrs: dict = ADDR, stream: int = 7, scale: float = 0.5) -> Any:
@@ -260,3 +261,16 @@ def test_the_host_path_tool_runs_on_a_cpu(api: str) -> None:
                          timeout=300, cwd=KDIR.parent)
     assert ran.returncode == 0, ran.stderr[-2000:]
     assert f"v59_cute decode ({api} API): " in ran.stdout and "us min" in ran.stdout
+
+
+def test_the_split_cap_binds_only_on_tiny_grids_and_no_split_is_left_without_pages() -> None:
+    host, _plan = _mods()
+    base, wide = {"num_splits": 0, "sm_count": 132}, {"num_splits": 0, "sm_count": 132, "max_splits": 64}
+    # (row blocks x batch, pages): decode, spec, serve_b1
+    assert [host.choose_splits(w, p, base) for w, p in ((64, 64), (1024, 64), (2, 128))] == [2, 1, 13]
+    assert [host.choose_splits(w, p, wide) for w, p in ((64, 64), (1024, 64), (2, 128))] == [2, 1, 43]
+    for w, p in ((2, 128), (3, 100), (5, 37), (7, 128), (1, 1)):
+        sp = host.choose_splits(w, p, wide)
+        assert math.ceil(p / math.ceil(p / sp)) == sp  # a raised cap leaves no split without pages
+    assert host.choose_splits(3, 100, base) == 14  # the default cap keeps the measured versions' plans (7 pages x 14)
+    assert host.config_key(wide)[-1] == 64 and host.config_key(base)[-1] == host.DEFAULT_MAX_SPLITS

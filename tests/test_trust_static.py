@@ -151,3 +151,20 @@ def test_helpers_in_a_library_folder_beside_versions_are_checked(tmp_path):
                                           "def run(x, *, y, config=None):\n    return launch(y)\n")
     found = check_file(k / "versions" / "v1.py", language="cutile-dsl")
     assert any(f.path.endswith("helper.py") and f.rule == "forbidden-import" for f in found), [str(f) for f in found]
+
+
+def test_every_shipped_version_and_the_modules_it_imports_pass_the_static_check() -> None:
+    """The suite refuses a version whose code (or a kernel module it imports) trips a rule, so a harness-side edit of
+    a shared module must be caught here, on the CPU: the MLA plan's LRU bump, written as an item assignment into
+    the plan module (``_plan.MRU[0] = plan`` in cute/host.py), failed every CuTe version's correctness tests on the
+    GPU (orchestrator run 20261207-090520-mla-a1de)."""
+    from pytest_kforge.registry import Registry
+    from pytest_kforge.trust.static import check_version
+
+    reg = Registry(Path(__file__).resolve().parents[1] / "kernels")
+    found = []
+    for name in reg.kernel_names():
+        kernel = reg.kernel(name)
+        for version in kernel.version_names():
+            found += [f"{name} {version}: {f}" for f in check_version(kernel.version(version))]
+    assert not found, "\n".join(found[:10])

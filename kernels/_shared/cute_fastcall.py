@@ -120,6 +120,11 @@ class Marshalled:
         """False when each call goes through the library (``fn(*args)``, marshalling again)."""
         return self._run is not None
 
+    @property
+    def call(self) -> Callable[[], None]:
+        """The launch itself: the packed call where there is one, else this object (a hot path calls it)."""
+        return self._packed if self._packed is not None else self
+
     def __call__(self) -> None:
         if self._packed is not None:
             self._packed()

@@ -8,14 +8,13 @@ compiled function is kept in ``_CACHE`` for the life of the process.
 
 from __future__ import annotations
 
-import functools
 import math
 import os
 from collections.abc import Mapping
 from typing import Any
 
 from kforge_kernels._shared.cute_fastcall import stream_getter
-from kforge_kernels.mla.cute.kinds import (bf16_partials, combine_class, fused, kernel_class, pair_exchange_global,
+from kforge_kernels.mla.cute.kinds import (KINDS, bf16_partials, combine_class, fused, kernel_class, pair_exchange_global,
                                             redo_kind, redo_only, shape_kind, tail_balanced, takes_finals)
 from kforge_kernels.mla.cute.tail_plan import MAX_PARTS, TailPlan, plan_tail
 
@@ -49,22 +48,35 @@ def check_inputs(q: Any, kv_cache: Any, block_table: Any, cache_seqlens: Any) ->
         raise ValueError("block_table and cache_seqlens must be int32 tensors; convert them with .int().")
 
 
+#: the split cap of :func:`choose_splits` when a CONFIG names none (every version up to v63_cute)
+DEFAULT_MAX_SPLITS = 16
+
+
 def choose_splits(work_units: int, max_pages: int, config: Mapping[str, Any]) -> int:
     """KV splits per (sequence, row block): CONFIG num_splits, or fill the SMs with the fewest splits.
 
     With one 216 KB CTA per SM, efficiency of n CTAs is n / (ceil(n/132)*132); we take the
-    smallest split count within 5% of the best over 1..16, never more splits than pages.
+    smallest split count within 5% of the best over 1..CONFIG max_splits (default 16), never more splits than
+    pages.  The cap only binds on tiny grids (b * row blocks <= 7 at 16: serve_b1's 2 row blocks get 28 CTAs).
     """
     fixed = int(config.get("num_splits", 0) or 0)
     sms = int(config.get("sm_count", H200_SMS))
     if fixed > 0:
         return max(1, min(fixed, max(max_pages, 1)))
+    cap = int(config.get("max_splits", DEFAULT_MAX_SPLITS) or DEFAULT_MAX_SPLITS)
     effs = []
-    for sp in range(1, min(16, max(max_pages, 1)) + 1):
+    for sp in range(1, min(cap, max(max_pages, 1)) + 1):
         n = work_units * sp
         effs.append((sp, n / (math.ceil(n / sms) * sms)))
     top = max(e for _, e in effs)
-    return next(sp for sp, e in effs if e >= top - 0.05)
+    sp = next(sp for sp, e in effs if e >= top - 0.05)
+    if cap <= DEFAULT_MAX_SPLITS:  # the measured versions' plans, unchanged (a frozen version's host must not move)
+        return sp
+    # a raised cap (v64_cute on): the fewest splits with the same pages per CTA, so no split is left without pages
+    # (b1's 61 splits of 3 pages over 128 pages are 43): the grid and the combine's partials shrink, each CTA's work
+    # is unchanged
+    chunk = math.ceil(max(max_pages, 1) / sp)
+    return math.ceil(max(max_pages, 1) / chunk)
 
 
 def _arch() -> str:
@@ -153,13 +165,16 @@ def prepare(kind: str, params: Mapping[str, int], config: Mapping[str, Any], all
         compiled(kind, s, h, stages)  # its tail grid (_cute_seesaw_tail)
 
 
-def config_key(config: Mapping[str, Any]) -> tuple[int, int, int, float]:
-    """The part of a plan's key that ``config`` decides: (stages, num_splits, sm_count, tail_edge_pages)."""
+def config_key(config: Mapping[str, Any]) -> tuple[int, int, int, float, int]:
+    """The part of a plan's key that ``config`` decides: (stages, num_splits, sm_count, tail_edge_pages,
+    max_splits)."""
     return (int(config.get("stages", 2)), int(config.get("num_splits", 0) or 0), int(config.get("sm_count", H200_SMS)),
-            float(config.get("tail_edge_pages", 3.0)))
+            float(config.get("tail_edge_pages", 3.0)),
+            int(config.get("max_splits", DEFAULT_MAX_SPLITS) or DEFAULT_MAX_SPLITS))
 
 
-_redo_only = functools.cache(redo_only)  # the per-call kind check, without scanning the redo tables each time
+#: the redo kinds (``kinds.redo_only``), as a set for the per-call test
+_REDO_ONLY = frozenset(k for k in KINDS if redo_only(k))
 #: id(defaults) -> (a copy of the defaults, their config_key): a version's CONFIG is long-lived, and the copy
 #: catches an edit of it in place
 _DEFAULT_KEYS: dict[int, tuple[dict, tuple]] = {}
@@ -191,11 +206,17 @@ def run_split_combine(
     identity tests, each address is read once, the device is an index, and the plan is looked up before anything
     else is built.
     """
-    if _redo_only(kind):
+    if kind in _REDO_ONLY:
         raise ValueError(f"kernel kind {kind!r} only runs behind its stale-max kind; run "
                          f"'sm90_seesaw_pair_stale_redo' (v57_cute) instead.")
-    check_inputs(q, kv_cache, block_table, cache_seqlens)
-    b, s, h, _ = q.shape
+    bf16, i32 = _DTYPES or _dtypes()
+    qs, ks = q.shape, kv_cache.shape
+    # check_inputs' tests, inline (a call costs ~0.15 us); it runs only to say what is wrong
+    if (q.dtype is not bf16 or kv_cache.dtype is not bf16 or block_table.dtype is not i32
+            or cache_seqlens.dtype is not i32 or len(qs) != 4 or qs[3] != D_QK or len(ks) != 3 or ks[1] != PAGE
+            or ks[2] != D_QK):
+        check_inputs(q, kv_cache, block_table, cache_seqlens)
+    b, s, h, _ = qs
     q, kv_cache = q.contiguous(), kv_cache.contiguous()
     # cp.async moves 16-byte chunks: an unaligned view (rare) gets an aligned copy
     qa, kva = q.data_ptr(), kv_cache.data_ptr()
@@ -211,12 +232,11 @@ def run_split_combine(
         raise ValueError("q, kv_cache, block_table and cache_seqlens must be CUDA tensors (q is on the CPU); move them "
                          "to the GPU first.")
     stream = stream_getter()(dev)
-    key = (kind, b, s, h, block_table.shape[1], *(cfg_key or config_key(config)), bool(allow_direct),
-           trace_buf is not None, dev)
-    full = (*key, stream)
+    full = (kind, b, s, h, block_table.shape[1], *(cfg_key or config_key(config)), bool(allow_direct),
+            trace_buf is not None, dev, stream)
     plan = _plan.PLANS.get(full)  # plan_for's hit path, inline
     if plan is None:
-        plan = _plan.plan_for(key, dev, stream)
+        plan = _plan.plan_for(full[:-1], dev, stream)
     else:
         _plan.PLANS.move_to_end(full)
     # out/lse views we cannot address as dense [b, s*h, 512] / [b, h, s]: the plan's scratch, then a copy
@@ -228,10 +248,22 @@ def run_split_combine(
     addrs = {"q": qa, "kv": kva, "bt": block_table.data_ptr(), "lens": cache_seqlens.data_ptr(), "o": oa, "l": la}
     if trace_buf is not None:
         addrs["trace"] = trace_buf.data_ptr()
-    plan(addrs, stream, float(softmax_scale), kv_cache.shape[0])
+    plan(addrs, stream, float(softmax_scale), ks[0])
     if not dense:
         out.copy_(o_dst)
         lse.copy_(l_dst)
+
+
+#: torch.bfloat16 and torch.int32, resolved on the first call (this module imports without torch)
+_DTYPES: tuple[Any, Any] | None = None
+
+
+def _dtypes() -> tuple[Any, Any]:
+    global _DTYPES
+    import torch
+
+    _DTYPES = (torch.bfloat16, torch.int32)
+    return _DTYPES
 
 
 def reset_redo_flags() -> None:
@@ -294,18 +326,37 @@ def prepare_version(kind: str, defaults: Mapping[str, Any], params: Mapping[str,
 def run_version(name: str, kind: str, defaults: Mapping[str, Any], q, kv_cache, block_table, cache_seqlens,
                 softmax_scale, out, lse, config: Mapping[str, Any] | None) -> tuple[Any, Any]:
     """A 2-stage version's ``run``: check ``stages``, then :func:`run_split_combine` (direct allowed)."""
-    ck = None
-    if not config or config == defaults:  # the version's own CONFIG (what Version passes): its key once
-        cfg, ck = defaults, _defaults_key(defaults)
-    else:
-        cfg = {**defaults, **config}
+    cfg, ck = _version_config(name, defaults, config)
+    run_split_combine(q, kv_cache, block_table, cache_seqlens, softmax_scale, out, lse, cfg, kind, allow_direct=True,
+                      cfg_key=ck)
+    return out, lse
+
+
+#: (id(defaults), id(config)) -> (defaults' copy, config's copy, the merged config, its config_key)
+_VERSION_CONFIGS: dict[tuple[int, int], tuple[dict, dict | None, Mapping[str, Any], tuple]] = {}
+
+
+def _version_config(name: str, defaults: Mapping[str, Any],
+                    config: Mapping[str, Any] | None) -> tuple[Mapping[str, Any], tuple]:
+    """A version's CONFIG with ``config`` on top, and its plan-key part, checked (``stages``) once per pair.
+
+    A call passes the same long-lived mappings every time (the version's CONFIG and ``Version``'s read-only view of
+    its config), so the result is kept by their ids; the copies kept beside it catch an edit in place and an id
+    reused by another mapping (two ~0.1 us compares instead of a merge and a key per call).
+    """
+    hit = _VERSION_CONFIGS.get((id(defaults), id(config)))
+    if hit is not None and hit[0] == defaults and hit[1] == config:
+        return hit[2], hit[3]
+    cfg = {**defaults, **config} if config else dict(defaults)
     if int(cfg["stages"]) != 2:
         raise ValueError(
             f"{name} supports stages=2 only (got {cfg['stages']}); Q, P and 3 pages exceed 227 KB of shared memory."
         )
-    run_split_combine(q, kv_cache, block_table, cache_seqlens, softmax_scale, out, lse, cfg, kind, allow_direct=True,
-                      cfg_key=ck)
-    return out, lse
+    if len(_VERSION_CONFIGS) > 64:  # transient configs (a tuning sweep) must not grow it without bound
+        _VERSION_CONFIGS.clear()
+    _VERSION_CONFIGS[(id(defaults), id(config))] = (dict(defaults), None if config is None else dict(config), cfg,
+                                                    config_key(cfg))
+    return cfg, config_key(cfg)
 
 
 #: knowledge-base entries every sm90 CuTe version applies; a version's FEATURES adds its own
