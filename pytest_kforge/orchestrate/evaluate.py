@@ -13,6 +13,12 @@ version ran at the higher clock, to the bar for "slower" when the parent did (se
 3. no trial is significantly slower (``gain < -noise``).
 
 Otherwise it is **discarded** and the reason quotes the measured numbers.
+
+A verdict must be confirmed when it clears its bar by less than the bar itself (``bar < |gain| < 2 * bar``,
+:func:`borderline`): VERIFY then measures those trials again for both versions in a second suite session
+(``recheck-<i>.json``), and a trial counts as slower (or faster) only when both sessions say so; one that flips is
+noise.  (Run 20261207-092839-mla-3746 discarded v65_cute for a 3.9% "slowdown" on decode against a 3.0% bar: the
+same kernel and plan as its parent, timed while the H100 reported ``sw_power_cap``.)
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from typing import Any
 
 from ..errors import KforgeError
 
-__all__ = ["Goal", "parse_goal", "goals_met", "Decision", "decide", "rows_by_trial", "version_correct"]
+__all__ = ["Goal", "parse_goal", "goals_met", "Decision", "decide", "borderline", "rows_by_trial", "version_correct"]
 
 _GOAL_RE = re.compile(r"^\s*([a-z][a-z0-9_]*?)(?:_(us|pct_floor))?\s*(<=|>=|<|>)\s*([0-9.]+)\s*(us|%)?\s*$")
 
@@ -94,7 +100,7 @@ def goals_met(goals: list[Goal], rows: Mapping[str, Mapping[str, Any]]) -> tuple
 class Decision:
     kept: bool
     reason: str
-    per_trial: dict[str, dict[str, float]]
+    per_trial: dict[str, dict[str, Any]]
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -110,15 +116,9 @@ def _clock_gap_pct(p: Mapping[str, Any], n: Mapping[str, Any]) -> float:
     return 100.0 * (nc - pc) / top if top > 0 else 0.0
 
 
-def decide(results: Mapping[str, Any], parent: str, new: str,
-           parent_results: Mapping[str, Any] | None = None) -> Decision:
-    """Apply the keep rule; ``parent_results`` defaults to ``results`` (both measured in one VERIFY run)."""
-    ok, why = version_correct(results, new)
-    if not ok:
-        return Decision(False, f"discarded: {new} is not correct ({why})", {})
-    prow = rows_by_trial(parent_results or results, parent)
-    nrow = rows_by_trial(results, new)
-    per: dict[str, dict[str, float]] = {}
+def _per_trial(prow: Mapping[str, Mapping[str, Any]], nrow: Mapping[str, Mapping[str, Any]]) -> dict[str, dict]:
+    """Gain, noise and the two bars per trial measured for both versions."""
+    per: dict[str, dict[str, Any]] = {}
     for trial in sorted(set(prow) & set(nrow)):
         p, n = prow[trial], nrow[trial]
         if p.get("median_us") is None or n.get("median_us") is None:
@@ -130,13 +130,65 @@ def decide(results: Mapping[str, Any], parent: str, new: str,
                       "noise_pct": round(noise, 2), "clock_gap_pct": round(clock, 2),
                       "faster_bar_pct": round(noise + max(clock, 0.0), 2),
                       "slower_bar_pct": round(noise + max(-clock, 0.0), 2)}
+    return per
+
+
+def _verdict(v: Mapping[str, Any]) -> str | None:
+    """"slower", "faster" or None (inside the bars) for one trial of :func:`_per_trial`."""
+    if v["gain_pct"] < -v["slower_bar_pct"]:
+        return "slower"
+    if v["gain_pct"] > v["faster_bar_pct"]:
+        return "faster"
+    return None
+
+
+def borderline(per: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The trials whose verdict (slower or faster) clears its bar by less than the bar: one suite session cannot
+    tell them from noise, so VERIFY measures them again (the module docstring)."""
+    out = []
+    for t, v in per.items():
+        verdict = _verdict(v)
+        bar = v["slower_bar_pct"] if verdict == "slower" else v["faster_bar_pct"]
+        if verdict and abs(v["gain_pct"]) < 2.0 * bar:
+            out.append(t)
+    return out
+
+
+def decide(results: Mapping[str, Any], parent: str, new: str,
+           parent_results: Mapping[str, Any] | None = None, recheck: Mapping[str, Any] | None = None) -> Decision:
+    """Apply the keep rule; ``parent_results`` defaults to ``results`` (both measured in one VERIFY run).
+    ``recheck``: a second suite session's results for some trials (VERIFY's re-measurement of borderline verdicts):
+    a trial it holds counts as slower or faster only when both sessions agree."""
+    ok, why = version_correct(results, new)
+    if not ok:
+        return Decision(False, f"discarded: {new} is not correct ({why})", {})
+    per = _per_trial(rows_by_trial(parent_results or results, parent), rows_by_trial(results, new))
     if not per:
         return Decision(False, f"discarded: no trial measured for both {parent} and {new}", per)
-    desc = "; ".join(f"{t} {v['parent_us']:.1f}->{v['new_us']:.1f} us ({v['gain_pct']:+.1f}%, spread "
-                     f"{v['noise_pct']:.1f}%" + (f", new version's SM clock {v['clock_gap_pct']:+.1f}%"
-                                                 if v['clock_gap_pct'] else "") + ")" for t, v in per.items())
-    slower = [t for t, v in per.items() if v["gain_pct"] < -v["slower_bar_pct"]]
-    faster = [t for t, v in per.items() if v["gain_pct"] > v["faster_bar_pct"]]
+    again = _per_trial(rows_by_trial(recheck, parent), rows_by_trial(recheck, new)) if recheck else {}
+    verdicts: dict[str, str | None] = {}
+    for t, v in per.items():
+        verdicts[t] = _verdict(v)
+        if t in again:
+            v["recheck_gain_pct"], v["recheck_bar_pct"] = again[t]["gain_pct"], max(again[t]["slower_bar_pct"],
+                                                                                    again[t]["faster_bar_pct"])
+            if _verdict(again[t]) != verdicts[t]:
+                v["recheck_verdict"] = "not confirmed"
+                verdicts[t] = None
+            else:
+                v["recheck_verdict"] = "confirmed"
+
+    def one(t: str, v: Mapping[str, Any]) -> str:
+        text = f"{t} {v['parent_us']:.1f}->{v['new_us']:.1f} us ({v['gain_pct']:+.1f}%, spread {v['noise_pct']:.1f}%"
+        if v["clock_gap_pct"]:
+            text += f", new version's SM clock {v['clock_gap_pct']:+.1f}%"
+        if "recheck_gain_pct" in v:
+            text += f"; measured again: {v['recheck_gain_pct']:+.1f}%, {v['recheck_verdict']}"
+        return text + ")"
+
+    desc = "; ".join(one(t, v) for t, v in per.items())
+    slower = [t for t, w in verdicts.items() if w == "slower"]
+    faster = [t for t, w in verdicts.items() if w == "faster"]
     if slower:
         return Decision(False, f"discarded: significantly slower on {', '.join(slower)}: {desc}", per)
     if not faster:

@@ -22,7 +22,7 @@ from . import compat, learn, strategy
 from .agents.base import AgentContext, DesignImpossible
 from .agents.offline import (CAPTURED_ON, OfflineProfiler, literal_config, metrics_from_contract,
                              next_version_name, propose_config, tried_configs)
-from .evaluate import decide, goals_met, parse_goal, rows_by_trial, version_correct
+from .evaluate import borderline, decide, goals_met, parse_goal, rows_by_trial, version_correct
 from .select import select_language
 from .state import RunState, json_path
 from .suite import DEFAULT_TRIALS, SuiteRunner, oom_notes
@@ -336,6 +336,7 @@ class Steps:
                                         trials=trials)
         notes = oom_notes(outcome.results)
         new_profiles: dict[str, Any] = {}
+        recheck: dict[str, Any] = {}
         if outcome.ok and outcome.results is not None:
             if not out_json.exists():
                 atomic_write_text(out_json, json.dumps(outcome.results, indent=1))
@@ -344,6 +345,7 @@ class Steps:
             if not correct:
                 notes.append(f"{new} not profiled: {why}")
             else:
+                recheck = self._recheck(i, current, new, outcome.results, notes)
                 for trial in trials:
                     actx = self._agent_ctx(key, results=outcome.results)
                     try:
@@ -360,9 +362,32 @@ class Steps:
             by_version[new] = new_profiles
         line = f"suite {'ran' if outcome.ok else 'FAILED'} ({outcome.reason}, {outcome.wall_s:.0f} s)"
         line += "".join(f"; note: {n}" for n in notes if "halved" in n or "memory" in n.lower())
+        if recheck.get("results_path"):
+            line += f"; {', '.join(recheck['trials'])} measured again ({recheck['wall_s']:.0f} s)"
         return {"verify": {"ok": outcome.ok, "reason": outcome.reason, "command": outcome.command,
-                           "wall_s": outcome.wall_s, "results_path": out_json.name if outcome.results else None},
+                           "wall_s": outcome.wall_s, "results_path": out_json.name if outcome.results else None,
+                           "recheck": recheck},
                 "verify_notes": notes, "profiles_by_version": by_version, "line": line}
+
+    def _recheck(self, i: int, current: str, new: str, results: dict[str, Any], notes: list[str]) -> dict[str, Any]:
+        """A second suite session for the trials whose verdict is borderline (``evaluate.borderline``), both
+        versions, into ``recheck-<i>.json``: EVALUATE counts a verdict only when both sessions agree."""
+        trials = borderline(decide(results, current, new).per_trial)
+        if not trials:
+            return {}
+        assert self.state is not None
+        out_json = self.state.dir / f"recheck-{i}.json"
+        again = self.runner.run_suite(self.o.kernel, [current, new], out_json=out_json, timeout_s=self.o.timeout_s,
+                                      trials=tuple(trials))
+        if not again.ok or again.results is None:
+            notes.append(f"the re-measurement of {', '.join(trials)} did not run ({again.reason}): the first "
+                         f"session's verdict stands")
+            return {"trials": trials, "results_path": None, "reason": again.reason, "wall_s": again.wall_s}
+        if not out_json.exists():
+            atomic_write_text(out_json, json.dumps(again.results, indent=1))
+        notes.append(f"{', '.join(trials)} measured again: the first verdict cleared its bar by less than the bar")
+        return {"trials": trials, "results_path": out_json.name, "reason": again.reason, "wall_s": again.wall_s,
+                "command": again.command}
 
     # -- 7 EVALUATE ----------------------------------------------------------------------------
     def step_evaluate(self, i: int, key: str) -> dict[str, Any]:
@@ -372,7 +397,8 @@ class Steps:
         if results is None:
             d = {"kept": False, "reason": f"discarded: the suite did not run ({v['reason']})", "per_trial": {}}
         else:
-            d = decide(results, current, new).to_dict()
+            rc = (v.get("recheck") or {}).get("results_path")
+            d = decide(results, current, new, recheck=self._results(rc) if rc else None).to_dict()
         nxt = new if d["kept"] else current
         rows = rows_by_trial(results or {}, nxt)
         goals = [parse_goal(g) for g in self.o.goals]

@@ -4,13 +4,14 @@ note (``pip install matplotlib``)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from ..fsutil import atomic_write_text
 from .state import RunState
 
-__all__ = ["summary_rows", "render_table", "render_walls", "plot_trajectory", "write_summary"]
+__all__ = ["summary_rows", "default_trials", "render_table", "render_walls", "plot_trajectory", "write_summary"]
 
 
 def summary_rows(state: RunState) -> list[dict[str, Any]]:
@@ -42,19 +43,33 @@ def _f(x: Any, fmt: str = "{:.1f}") -> str:
     return "-" if x is None else fmt.format(float(x))
 
 
-def trials_of(rows: list[dict[str, Any]]) -> list[str]:
+def trials_of(rows: list[dict[str, Any]], fallback: Sequence[str] = ("decode", "spec")) -> list[str]:
     """The trials the rows carry (``<trial>_us`` keys), in order of first appearance: the kernel's own (MLA's
-    decode and spec, rmsnorm_fp8's prefill and decode...); decode and spec when no row has any."""
+    decode and spec, rmsnorm_fp8's prefill and decode...); ``fallback`` (the kernel's default trials, see
+    :func:`default_trials`) when no row has any."""
     seen: dict[str, None] = {}
     for r in rows:
         for k in r:
             if k.endswith("_us") and not k.endswith("_pct_floor"):
                 seen.setdefault(k[: -len("_us")], None)
-    return list(seen) or ["decode", "spec"]
+    return list(seen) or list(fallback)
 
 
-def render_table(rows: list[dict[str, Any]]) -> str:
-    trials = trials_of(rows)
+def default_trials(state: RunState) -> tuple[str, ...]:
+    """The run's kernel's default trials (its spec's ``default_trials``): the columns of a table with no measured
+    row.  MLA's decode and spec when the spec cannot be read (the summary must still be written)."""
+    try:
+        from ..registry import load_kernel
+
+        root = Path(state.options.get("root") or ".")
+        return tuple(load_kernel(state.kernel, root / str(state.options.get("kernels_dir") or "kernels"))
+                     .spec.default_trials)
+    except Exception:  # noqa: BLE001 - a summary of a crashed run must not crash too
+        return ("decode", "spec")
+
+
+def render_table(rows: list[dict[str, Any]], fallback: Sequence[str] = ("decode", "spec")) -> str:
+    trials = trials_of(rows, fallback)
     head = ("| Version | DSL | " + " | ".join(f"{t} us" for t in trials) + " | "
             + " | ".join(f"{t} % floor" for t in trials) + " | Kept | Why |")
     out = [head, "|" + "---|" * (4 + 2 * len(trials))]
@@ -66,7 +81,7 @@ def render_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(out) + "\n"
 
 
-def plot_trajectory(rows: list[dict[str, Any]], path: Path) -> str:
+def plot_trajectory(rows: list[dict[str, Any]], path: Path, fallback: Sequence[str] = ("decode", "spec")) -> str:
     """Write the PNG; returns a one-line note (written, or why not)."""
     try:
         import matplotlib
@@ -75,7 +90,7 @@ def plot_trajectory(rows: list[dict[str, Any]], path: Path) -> str:
         import matplotlib.pyplot as plt
     except ImportError:
         return "plot skipped: matplotlib is not installed (pip install matplotlib)"
-    trials = trials_of(rows)
+    trials = trials_of(rows, fallback)
     fig, axes = plt.subplots(1, len(trials), figsize=(5 * len(trials), 4), squeeze=False)
     for ax, trial in zip(axes[0], trials):
         xs = [r["version"] for r in rows]
@@ -129,11 +144,12 @@ def render_walls(state: RunState) -> str:
 def write_summary(state: RunState) -> tuple[str, str]:
     """(table, plot note); the table is also saved as ``summary.md`` in the run folder."""
     rows = summary_rows(state)
-    table = render_table(rows)
+    fallback = default_trials(state)
+    table = render_table(rows, fallback)
     totals = state.totals()
     extra = f"\nTokens: {totals['tokens'] or 'none'}; cost ${totals['cost_usd']:.4f}\n"
     walls = "\nStep wall times (s):\n\n" + render_walls(state)
     atomic_write_text(state.dir / "summary.md",
                       table + extra + walls + "".join(f"\nNote: {n}" for n in state.notes))
-    note = plot_trajectory(rows, state.dir / "trajectory.png") if rows else "plot skipped: no versions"
+    note = plot_trajectory(rows, state.dir / "trajectory.png", fallback) if rows else "plot skipped: no versions"
     return table + extra, note
