@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime as _dt
+import gzip
 import json
 import shlex
 import sys
@@ -303,7 +304,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--by-trial", action="store_true",
                     help="one row per trial (shape) instead of per candidate (benchmarks.shape_table), for many trials")
     ap.add_argument("--from-json", default=None, metavar="PATH",
-                    help="run nothing: re-render a --json file written earlier (e.g. on the GPU machine)")
+                    help="run nothing: re-render a --json file written earlier (e.g. on the GPU machine; .json.gz too)")
     args = ap.parse_args(argv)
     if args.from_json:
         return _from_json(args)
@@ -349,7 +350,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _from_json(args: argparse.Namespace) -> int:
     from pytest_kforge.fsutil import atomic_write_text
 
-    data = json.loads(Path(args.from_json).read_text(encoding="utf-8"))
+    from pytest_kforge.artifacts import read_bytes
+
+    raw_bytes = read_bytes(args.from_json)  # loose, or packed into a day's archive
+    if args.from_json.endswith(".gz"):  # a committed JSON is gzipped (the checkout's size budget)
+        raw_bytes = gzip.decompress(raw_bytes)
+    data = json.loads(raw_bytes.decode("utf-8"))
     rows = []
     for raw in data["rows"]:
         cells = {k: Cell(**v) for k, v in raw.pop("cells").items()}

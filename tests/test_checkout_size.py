@@ -10,8 +10,11 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 # bytes of tracked files: a GPU call carries at most 64 MiB (67.1 MB) and the cuTile part alone takes 58 MB, so the
 # checkout must stay under ~6 MB; 4.5 MB leaves room for a call's untracked inputs (issue 36 added a third kernel,
-# the scaffold, calibration and export: the 4 MB budget of stop 43 had 23 KB left)
-LIMIT = 4_500_000
+# the scaffold, calibration and export: the 4 MB budget of stop 43 had 23 KB left).  4.8 MB since run 32, whose three
+# loop runs (their replays are tests) and diary came to ~150 KB after the raw files were packed and the serving JSON
+# gzipped: the cuTile bundle is 60.2 MB of the 67.1 MB a call carries, so 4.8 MB still leaves ~2 MB for a run folder
+# and the other untracked inputs of that call
+LIMIT = 4_800_000
 
 
 def test_tracked_files_stay_under_the_budget() -> None:

@@ -75,3 +75,14 @@ def test_the_command_line_renders_it_from_json_into_the_devlogs_serving_block(tm
     text = devlog.read_text()
     assert "peers table" in text and "<!-- kforge:serving:start -->" in text and "| serve_b1 |" in text
     assert (tmp_path / "s.md").read_text() in capsys.readouterr().out
+
+
+def test_the_committed_serving_json_renders_gzipped_as_the_devlog_shows_it(capsys) -> None:
+    """docs/kernels/mla/serving/*.json.gz (gzipped for the checkout's budget) re-renders through --from-json; the
+    devlog's serving block is that rendering (run 31's H200 table)."""
+    root = Path(__file__).resolve().parents[1]
+    src = root / "docs" / "kernels" / "mla" / "serving" / "20261207-h200-serving.json.gz"
+    assert main(["--kernel", "mla", "--from-json", str(src), "--by-trial"]) in (0, 1)
+    out = capsys.readouterr().out
+    assert "| serve_b1 | b=1 s=1 h=128 t=8191 |" in out
+    assert out.split("| trial |", 1)[1].splitlines()[3] in (root / "docs" / "kernels" / "mla.md").read_text()
