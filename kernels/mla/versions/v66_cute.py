@@ -11,10 +11,7 @@ verdict again before it counts (``evaluate.borderline``), so this version re-run
 The change, and why it touches only tiny grids: v64_cute's docstring (the same CONFIG, ``max_splits = 64``, and
 ``choose_splits``' trim under a raised cap: serve_b1 runs 88 CTAs of 3 pages instead of 28 of 10).
 
-Not applied from the task: cut-dram-rereads (spec's 6.4% DRAM bytes above the 293.9 MB minimum, ~19 MB, have no
-isolated cause yet, and the task's estimate is 0.5%, inside spec's noise), fold-the-combine
-(spec's second launch is the stale-max redo over the flagged tiles, 0.5% of the time; folding it in is v62_cute's
-inline redo, measured 0.7% slower in run 30).
+Not applied from the task (cut-dram-rereads, fold-the-combine): for v64_cute's reasons (its docstring).
 
 Prediction (before this loop's VERIFY): correct on every test; decode and spec unchanged (the same plan and kernels:
 within the ~2% / 0.5% noise); serve_b1 26-27 us against v59_cute's ~31 us on an H100 (-13 to -15%), as v64_cute
