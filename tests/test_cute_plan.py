@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import math
+import types
 from pathlib import Path
 from typing import Any
 
@@ -244,10 +245,15 @@ def test_capturing_a_shape_never_called_is_refused_with_what_to_do(fake, monkeyp
 def test_a_versions_config_key_is_computed_once_and_follows_an_edit_in_place(fake) -> None:
     host, _plan, _log = fake
     cfg = dict(host.SEESAW_CONFIG)
-    first = host._defaults_key(cfg)
-    assert first == host.config_key(cfg) and host._defaults_key(cfg) is first  # the memo's own tuple
-    cfg["num_splits"] = 4
-    assert host._defaults_key(cfg) == host.config_key(cfg) != first
+    view = types.MappingProxyType(dict(cfg))  # what Version passes: a read-only view of its own copy
+    merged, first = host._version_config("v", cfg, view)
+    assert first == host.config_key(cfg) and host._version_config("v", cfg, view)[1] is first  # the memo's tuple
+    cfg["num_splits"] = 4  # an edit of the CONFIG in place is recomputed; the view holds every key, so it wins
+    assert host._version_config("v", cfg, view)[1] == first
+    edited = types.MappingProxyType({**view, "num_splits": 4})
+    assert host._version_config("v", cfg, edited)[1] == host.config_key(cfg) != first
+    with pytest.raises(ValueError, match="supports stages=2 only"):
+        host._version_config("v", cfg, types.MappingProxyType({**view, "stages": 3}))
 
 
 @pytest.mark.parametrize("api", ["public", "export"])

@@ -175,18 +175,6 @@ def config_key(config: Mapping[str, Any]) -> tuple[int, int, int, float, int]:
 
 #: the redo kinds (``kinds.redo_only``), as a set for the per-call test
 _REDO_ONLY = frozenset(k for k in KINDS if redo_only(k))
-#: id(defaults) -> (a copy of the defaults, their config_key): a version's CONFIG is long-lived, and the copy
-#: catches an edit of it in place
-_DEFAULT_KEYS: dict[int, tuple[dict, tuple]] = {}
-
-
-def _defaults_key(defaults: Mapping[str, Any]) -> tuple:
-    hit = _DEFAULT_KEYS.get(id(defaults))
-    if hit is None or hit[0] != defaults:
-        hit = _DEFAULT_KEYS[id(defaults)] = (dict(defaults), config_key(defaults))
-    return hit[1]
-
-
 def run_split_combine(
     q, kv_cache, block_table, cache_seqlens, softmax_scale, out, lse, config, kind, allow_direct=False,
     trace_buf=None, *, cfg_key: tuple | None = None,
@@ -354,9 +342,9 @@ def _version_config(name: str, defaults: Mapping[str, Any],
         )
     if len(_VERSION_CONFIGS) > 64:  # transient configs (a tuning sweep) must not grow it without bound
         _VERSION_CONFIGS.clear()
-    _VERSION_CONFIGS[(id(defaults), id(config))] = (dict(defaults), None if config is None else dict(config), cfg,
-                                                    config_key(cfg))
-    return cfg, config_key(cfg)
+    key = config_key(cfg)
+    _VERSION_CONFIGS[(id(defaults), id(config))] = (dict(defaults), None if config is None else dict(config), cfg, key)
+    return cfg, key
 
 
 #: knowledge-base entries every sm90 CuTe version applies; a version's FEATURES adds its own
