@@ -13,6 +13,9 @@ from .state import RunState
 
 __all__ = ["summary_rows", "default_trials", "render_table", "render_walls", "plot_trajectory", "write_summary"]
 
+#: the columns of a table with no measured row when the run's kernel spec cannot be read (MLA's default trials)
+_FALLBACK_TRIALS = ("decode", "spec")
+
 
 def summary_rows(state: RunState) -> list[dict[str, Any]]:
     """The start version, then every evaluated version in order (from the EVALUATE steps' outputs)."""
@@ -43,7 +46,7 @@ def _f(x: Any, fmt: str = "{:.1f}") -> str:
     return "-" if x is None else fmt.format(float(x))
 
 
-def trials_of(rows: list[dict[str, Any]], fallback: Sequence[str] = ("decode", "spec")) -> list[str]:
+def trials_of(rows: list[dict[str, Any]], fallback: Sequence[str] = _FALLBACK_TRIALS) -> list[str]:
     """The trials the rows carry (``<trial>_us`` keys), in order of first appearance: the kernel's own (MLA's
     decode and spec, rmsnorm_fp8's prefill and decode...); ``fallback`` (the kernel's default trials, see
     :func:`default_trials`) when no row has any."""
@@ -65,10 +68,10 @@ def default_trials(state: RunState) -> tuple[str, ...]:
         return tuple(load_kernel(state.kernel, root / str(state.options.get("kernels_dir") or "kernels"))
                      .spec.default_trials)
     except Exception:  # noqa: BLE001 - a summary of a crashed run must not crash too
-        return ("decode", "spec")
+        return _FALLBACK_TRIALS
 
 
-def render_table(rows: list[dict[str, Any]], fallback: Sequence[str] = ("decode", "spec")) -> str:
+def render_table(rows: list[dict[str, Any]], fallback: Sequence[str] = _FALLBACK_TRIALS) -> str:
     trials = trials_of(rows, fallback)
     head = ("| Version | DSL | " + " | ".join(f"{t} us" for t in trials) + " | "
             + " | ".join(f"{t} % floor" for t in trials) + " | Kept | Why |")
@@ -81,7 +84,7 @@ def render_table(rows: list[dict[str, Any]], fallback: Sequence[str] = ("decode"
     return "\n".join(out) + "\n"
 
 
-def plot_trajectory(rows: list[dict[str, Any]], path: Path, fallback: Sequence[str] = ("decode", "spec")) -> str:
+def plot_trajectory(rows: list[dict[str, Any]], path: Path, fallback: Sequence[str] = _FALLBACK_TRIALS) -> str:
     """Write the PNG; returns a one-line note (written, or why not)."""
     try:
         import matplotlib

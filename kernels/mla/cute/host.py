@@ -30,12 +30,11 @@ _REDO_FLAGS: dict[tuple[str, int], Any] = {}
 COMPILE_OPTIONS = os.environ.get("KFORGE_CUTE_OPTIONS", "")
 
 
-def check_inputs(q: Any, kv_cache: Any, block_table: Any, cache_seqlens: Any) -> None:
-    """Raise ValueError (one sentence) when the inputs break the MLA contract the kernel assumes."""
-    import torch
-
+def check_inputs(q: Any, kv_cache: Any, block_table: Any, cache_seqlens: Any) -> tuple[Any, Any]:
+    """Raise ValueError (one sentence) when the inputs break the MLA contract the kernel assumes; else return q's and
+    kv_cache's shapes (run_split_combine reads them once, here)."""
     # identity tests and torch.Size == tuple: this runs on every call (host time, see run_split_combine)
-    bf16, i32 = torch.bfloat16, torch.int32
+    bf16, i32 = _DTYPES or _dtypes()
     if q.dtype is not bf16 or kv_cache.dtype is not bf16:
         raise ValueError(f"q and kv_cache must be bfloat16 (got {q.dtype}, {kv_cache.dtype}); cast them first.")
     qs, ks = q.shape, kv_cache.shape
@@ -46,6 +45,19 @@ def check_inputs(q: Any, kv_cache: Any, block_table: Any, cache_seqlens: Any) ->
         )
     if block_table.dtype is not i32 or cache_seqlens.dtype is not i32:
         raise ValueError("block_table and cache_seqlens must be int32 tensors; convert them with .int().")
+    return qs, ks
+
+
+#: torch.bfloat16 and torch.int32, resolved on the first call (this module imports without torch)
+_DTYPES: tuple[Any, Any] | None = None
+
+
+def _dtypes() -> tuple[Any, Any]:
+    global _DTYPES
+    import torch
+
+    _DTYPES = (torch.bfloat16, torch.int32)
+    return _DTYPES
 
 
 #: the split cap of :func:`choose_splits` when a CONFIG names none (every version up to v63_cute)
@@ -175,6 +187,8 @@ def config_key(config: Mapping[str, Any]) -> tuple[int, int, int, float, int]:
 
 #: the redo kinds (``kinds.redo_only``), as a set for the per-call test
 _REDO_ONLY = frozenset(k for k in KINDS if redo_only(k))
+
+
 def run_split_combine(
     q, kv_cache, block_table, cache_seqlens, softmax_scale, out, lse, config, kind, allow_direct=False,
     trace_buf=None, *, cfg_key: tuple | None = None,
@@ -197,13 +211,7 @@ def run_split_combine(
     if kind in _REDO_ONLY:
         raise ValueError(f"kernel kind {kind!r} only runs behind its stale-max kind; run "
                          f"'sm90_seesaw_pair_stale_redo' (v57_cute) instead.")
-    bf16, i32 = _DTYPES or _dtypes()
-    qs, ks = q.shape, kv_cache.shape
-    # check_inputs' tests, inline (a call costs ~0.15 us); it runs only to say what is wrong
-    if (q.dtype is not bf16 or kv_cache.dtype is not bf16 or block_table.dtype is not i32
-            or cache_seqlens.dtype is not i32 or len(qs) != 4 or qs[3] != D_QK or len(ks) != 3 or ks[1] != PAGE
-            or ks[2] != D_QK):
-        check_inputs(q, kv_cache, block_table, cache_seqlens)
+    qs, ks = check_inputs(q, kv_cache, block_table, cache_seqlens)
     b, s, h, _ = qs
     q, kv_cache = q.contiguous(), kv_cache.contiguous()
     # cp.async moves 16-byte chunks: an unaligned view (rare) gets an aligned copy
@@ -240,18 +248,6 @@ def run_split_combine(
     if not dense:
         out.copy_(o_dst)
         lse.copy_(l_dst)
-
-
-#: torch.bfloat16 and torch.int32, resolved on the first call (this module imports without torch)
-_DTYPES: tuple[Any, Any] | None = None
-
-
-def _dtypes() -> tuple[Any, Any]:
-    global _DTYPES
-    import torch
-
-    _DTYPES = (torch.bfloat16, torch.int32)
-    return _DTYPES
 
 
 def reset_redo_flags() -> None:

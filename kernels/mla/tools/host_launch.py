@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     q, kv, bt, lens = inputs["q"], inputs["kv_cache"], inputs["block_table"], inputs["cache_seqlens"]
     o, lse, sc = outputs["out"], outputs["lse"], inputs["softmax_scale"]
     kind = plan.key[0]  # the kind the version passes run_split_combine
-    ck = host.config_key({**cfg})
+    ck = host.config_key(cfg)
     one = torch.zeros(1, device="cuda")
     get_stream = fastcall.stream_getter()
     dev = q.get_device()
