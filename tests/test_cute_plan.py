@@ -242,18 +242,40 @@ def test_capturing_a_shape_never_called_is_refused_with_what_to_do(fake, monkeyp
     assert plan_mod.plan_for(_key("sm80", 4, 1, 16, 8), CPU, 11) is warm and warm.captured
 
 
-def test_a_versions_config_key_is_computed_once_and_follows_an_edit_in_place(fake) -> None:
+def test_a_versions_run_keeps_its_config_memo_and_follows_an_edit_in_place(fake, monkeypatch) -> None:
+    """A version's ``run`` resolves its config once per mapping: the same view again costs a compare, an edit in
+    place of the view's mapping (or of the defaults, when the view lacks one of their keys) is seen next call."""
     host, _plan, _log = fake
+    keys: list = []
+    monkeypatch.setattr(host, "launch_split_combine", lambda *a: keys.append(a[8]))
+    made: list = []
+    real = host._version_config
+    monkeypatch.setattr(host, "_version_config", lambda *a: made.append(a) or real(*a))
     cfg = dict(host.SEESAW_CONFIG)
-    view = types.MappingProxyType(dict(cfg))  # what Version passes: a read-only view of its own copy
-    merged, first = host._version_config("v", cfg, view)
-    assert first == host.config_key(cfg) and host._version_config("v", cfg, view)[1] is first  # the memo's tuple
-    cfg["num_splits"] = 4  # an edit of the CONFIG in place is recomputed; the view holds every key, so it wins
-    assert host._version_config("v", cfg, view)[1] == first
-    edited = types.MappingProxyType({**view, "num_splits": 4})
-    assert host._version_config("v", cfg, edited)[1] == host.config_key(cfg) != first
+    _s, _p, run = host.version_functions("vX_cute", "sm80", cfg)
+    mine = dict(cfg)
+    view = types.MappingProxyType(mine)  # what Version passes: a read-only view of its own copy
+    for _ in range(3):
+        run(None, None, None, None, 0.1, out=None, lse=None, config=view)
+    assert len(made) == 1 and keys == [host.config_key(cfg)] * 3 and keys[1] is keys[0]  # the memo's tuple
+    cfg["num_splits"] = 4  # an edit of the defaults: the view holds every key, so it decides and nothing is redone
+    run(None, None, None, None, 0.1, out=None, lse=None, config=view)
+    assert len(made) == 1 and keys[-1] == keys[0]
+    mine["num_splits"] = 4  # an edit of the view's mapping in place
+    run(None, None, None, None, 0.1, out=None, lse=None, config=view)
+    assert len(made) == 2 and keys[-1] == host.config_key(mine) != keys[0]
+    del mine["sm_count"]  # now the defaults fill a key: their edits count
+    run(None, None, None, None, 0.1, out=None, lse=None, config=view)
+    cfg["sm_count"] = 66
+    run(None, None, None, None, 0.1, out=None, lse=None, config=view)
+    assert len(made) == 4 and keys[-1][2] == 66
+    run(None, None, None, None, 0.1, out=None, lse=None)  # no config: the defaults alone
+    assert keys[-1] == host.config_key(cfg)
     with pytest.raises(ValueError, match="supports stages=2 only"):
-        host._version_config("v", cfg, types.MappingProxyType({**view, "stages": 3}))
+        run(None, None, None, None, 0.1, out=None, lse=None, config=types.MappingProxyType({**mine, "stages": 3}))
+    _s, _p, redo = host.version_functions("vY_cute", "sm90_seesaw_pair_persist_redo", cfg)
+    with pytest.raises(ValueError, match="only runs behind its stale-max kind"):
+        redo(None, None, None, None, 0.1, out=None, lse=None)
 
 
 @pytest.mark.parametrize("api", ["public", "export"])

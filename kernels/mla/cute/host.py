@@ -203,18 +203,29 @@ def run_split_combine(
     shape's plan (``_cute_plan``), made on the first call; a later call of the shape writes six
     addresses and launches: no allocation, no memset (but a fused kind's counters), no host sync.
     ``cfg_key``: :func:`config_key` of ``config`` when the caller has it already (a version's own CONFIG).
-
-    Every line here runs per call, so it is host time a decode step pays (issue 35: under 10 us): the checks use
-    identity tests, each address is read once, the device is an index, and the plan is looked up before anything
-    else is built.
+    A version's ``run`` calls :func:`launch_split_combine` directly (its kind is checked once).
     """
     if kind in _REDO_ONLY:
         raise ValueError(f"kernel kind {kind!r} only runs behind its stale-max kind; run "
                          f"'sm90_seesaw_pair_stale_redo' (v57_cute) instead.")
+    launch_split_combine(q, kv_cache, block_table, cache_seqlens, softmax_scale, out, lse, kind,
+                         cfg_key or config_key(config), bool(allow_direct), trace_buf)
+
+
+def launch_split_combine(q, kv_cache, block_table, cache_seqlens, softmax_scale, out, lse, kind: str,
+                         cfg_key: tuple, allow_direct: bool, trace_buf: Any) -> None:
+    """:func:`run_split_combine` past its kind check, with the plan-key part of the config resolved: the per-call path.
+
+    Every line here runs on every decode step, so it is host time (issue 35: under 10 us per call): positional
+    arguments, one contiguity test per tensor (a copy only for a tensor that fails it), each address read once, the
+    device as an index, the plan looked up before anything else is built, the addresses as a tuple.
+    """
     qs, ks = check_inputs(q, kv_cache, block_table, cache_seqlens)
-    b, s, h, _ = qs
-    q, kv_cache = q.contiguous(), kv_cache.contiguous()
-    # cp.async moves 16-byte chunks: an unaligned view (rare) gets an aligned copy
+    if not (q.is_contiguous() and kv_cache.is_contiguous() and block_table.is_contiguous()
+            and cache_seqlens.is_contiguous()):
+        q, kv_cache = q.contiguous(), kv_cache.contiguous()
+        block_table, cache_seqlens = block_table.contiguous(), cache_seqlens.contiguous()
+    # cp.async / TMA move 16-byte chunks: an unaligned view (rare) gets an aligned copy
     qa, kva = q.data_ptr(), kv_cache.data_ptr()
     if qa % 16:
         q = q.clone()
@@ -222,14 +233,13 @@ def run_split_combine(
     if kva % 16:
         kv_cache = kv_cache.clone()
         kva = kv_cache.data_ptr()
-    block_table, cache_seqlens = block_table.contiguous(), cache_seqlens.contiguous()
     dev = q.get_device()
     if dev < 0:
         raise ValueError("q, kv_cache, block_table and cache_seqlens must be CUDA tensors (q is on the CPU); move them "
                          "to the GPU first.")
     stream = stream_getter()(dev)
-    full = (kind, b, s, h, block_table.shape[1], *(cfg_key or config_key(config)), bool(allow_direct),
-            trace_buf is not None, dev, stream)
+    full = (kind, qs[0], qs[1], qs[2], block_table.shape[1], *cfg_key, allow_direct, trace_buf is not None, dev,
+            stream)
     plan = _plan.PLANS.get(full)  # plan_for's hit path, inline
     if plan is None:
         plan = _plan.plan_for(full[:-1], dev, stream)
@@ -241,10 +251,12 @@ def run_split_combine(
     if not dense:
         o_dst, l_dst = plan.scratch_for(out, lse)
         oa, la = o_dst.data_ptr(), l_dst.data_ptr()
-    addrs = {"q": qa, "kv": kva, "bt": block_table.data_ptr(), "lens": cache_seqlens.data_ptr(), "o": oa, "l": la}
-    if trace_buf is not None:
-        addrs["trace"] = trace_buf.data_ptr()
-    plan(addrs, stream, float(softmax_scale), ks[0])
+    if trace_buf is None:
+        plan.launch((qa, kva, block_table.data_ptr(), cache_seqlens.data_ptr(), oa, la), stream,
+                    float(softmax_scale), ks[0])
+    else:
+        plan.launch((qa, kva, block_table.data_ptr(), cache_seqlens.data_ptr(), oa, la, trace_buf.data_ptr()), stream,
+                    float(softmax_scale), ks[0])
     if not dense:
         out.copy_(o_dst)
         lse.copy_(l_dst)
@@ -309,38 +321,37 @@ def prepare_version(kind: str, defaults: Mapping[str, Any], params: Mapping[str,
 
 def run_version(name: str, kind: str, defaults: Mapping[str, Any], q, kv_cache, block_table, cache_seqlens,
                 softmax_scale, out, lse, config: Mapping[str, Any] | None) -> tuple[Any, Any]:
-    """A 2-stage version's ``run``: check ``stages``, then :func:`run_split_combine` (direct allowed)."""
-    cfg, ck = _version_config(name, defaults, config)
-    run_split_combine(q, kv_cache, block_table, cache_seqlens, softmax_scale, out, lse, cfg, kind, allow_direct=True,
-                      cfg_key=ck)
+    """A 2-stage version's ``run`` (what :func:`version_functions` builds, as one call): check ``stages``, then
+    :func:`run_split_combine` (direct allowed)."""
+    memo = _version_config(name, kind, defaults, config)
+    launch_split_combine(q, kv_cache, block_table, cache_seqlens, softmax_scale, out, lse, kind, memo[3], True, None)
     return out, lse
 
 
-#: (id(defaults), id(config)) -> (defaults' copy, config's copy, the merged config, its config_key)
-_VERSION_CONFIGS: dict[tuple[int, int], tuple[dict, dict | None, Mapping[str, Any], tuple]] = {}
+def _version_config(name: str, kind: str, defaults: Mapping[str, Any],
+                    config: Mapping[str, Any] | None) -> tuple[Any, dict | None, dict | None, tuple]:
+    """The memo a version's ``run`` keeps for ``config`` over its ``defaults``: ``(config, config's copy, defaults'
+    copy or None, the merged config's plan-key part)``, with ``stages`` and the kind checked.
 
-
-def _version_config(name: str, defaults: Mapping[str, Any],
-                    config: Mapping[str, Any] | None) -> tuple[Mapping[str, Any], tuple]:
-    """A version's CONFIG with ``config`` on top, and its plan-key part, checked (``stages``) once per pair.
-
-    A call passes the same long-lived mappings every time (the version's CONFIG and ``Version``'s read-only view of
-    its config), so the result is kept by their ids; the copies kept beside it catch an edit in place and an id
-    reused by another mapping (two ~0.1 us compares instead of a merge and a key per call).
+    A call passes the same long-lived mapping every time (``Version``'s read-only view of its config), so ``run``
+    reuses the memo while ``config`` is the same object and equals its copy; the defaults' copy is kept (and
+    compared) only when ``config`` lacks one of their keys, since otherwise ``config`` decides every value.  An edit
+    in place of either is thus seen at the next call, for one ~0.1 us compare per call instead of a merge and a key.
     """
-    hit = _VERSION_CONFIGS.get((id(defaults), id(config)))
-    if hit is not None and hit[0] == defaults and hit[1] == config:
-        return hit[2], hit[3]
+    if kind in _REDO_ONLY:
+        raise ValueError(f"kernel kind {kind!r} only runs behind its stale-max kind; run "
+                         f"'sm90_seesaw_pair_stale_redo' (v57_cute) instead.")
     cfg = {**defaults, **config} if config else dict(defaults)
     if int(cfg["stages"]) != 2:
         raise ValueError(
             f"{name} supports stages=2 only (got {cfg['stages']}); Q, P and 3 pages exceed 227 KB of shared memory."
         )
-    if len(_VERSION_CONFIGS) > 64:  # transient configs (a tuning sweep) must not grow it without bound
-        _VERSION_CONFIGS.clear()
-    key = config_key(cfg)
-    _VERSION_CONFIGS[(id(defaults), id(config))] = (dict(defaults), None if config is None else dict(config), cfg, key)
-    return cfg, key
+    covers = config is not None and defaults.keys() <= config.keys()
+    return (config, None if config is None else dict(config), None if covers else dict(defaults), config_key(cfg))
+
+
+#: a memo no config matches (a version's ``run`` before its first call)
+_NO_MEMO: tuple[Any, dict | None, dict | None, tuple] = (object(), None, None, ())
 
 
 #: knowledge-base entries every sm90 CuTe version applies; a version's FEATURES adds its own
@@ -380,9 +391,15 @@ def version_functions(name: str, kind: str, defaults: Mapping[str, Any]) -> tupl
         """Compile, without launching, what ``run`` needs for ``params`` (warm-up off the GPU)."""
         prepare_version(kind, defaults, params, config)
 
+    memo = [_NO_MEMO]
+
     def run(q, kv_cache, block_table, cache_seqlens, softmax_scale, *, out, lse, config=None):
-        return run_version(name, kind, defaults, q, kv_cache, block_table, cache_seqlens, softmax_scale, out, lse,
-                           config)
+        # run_version, inlined: this runs on every public call (host time, issue 35)
+        m = memo[0]
+        if m[0] is not config or m[1] != config or (m[2] is not None and m[2] != defaults):
+            m = memo[0] = _version_config(name, kind, defaults, config)
+        launch_split_combine(q, kv_cache, block_table, cache_seqlens, softmax_scale, out, lse, kind, m[3], True, None)
+        return out, lse
 
     for fn in (supports, prepare, run):
         fn.__qualname__ = f"{name}.{fn.__name__}"

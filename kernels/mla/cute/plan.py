@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kforge_kernels._shared import cute_fastcall as fastcall
@@ -44,6 +44,8 @@ FALLBACKS: list[str] = []
 #: the per-call pointers of a binding: (name, dtype name, assumed alignment)
 _PTRS = (("q", "bf", 16), ("kv", "bf", 16), ("bt", "i32", 4), ("lens", "i32", 4), ("o", "bf", 16),
          ("l", "f32", 4), ("trace", "i32", 4))
+#: the names of ``_PTRS``: the order of a :meth:`Plan.launch` address tuple
+ADDRESS_NAMES = tuple(name for name, _, _ in _PTRS)
 
 
 def _capturing() -> bool:
@@ -79,17 +81,18 @@ class Binding:
         self.stream_obj = cuda.CUstream(stream)
         self.launches = _launches(plan, self.ptrs, ptr, cutlass.Int32, cutlass.Float32, self.stream_obj,
                                   cutlass.Float32(scale * host.LOG2_E), n_pages)
-        self.last: dict[str, int] = {}  # the addresses written last (a serving loop passes the same buffers)
+        self.last: tuple[int, ...] = ()  # the addresses written last (a serving loop passes the same buffers)
         # what a call runs: each launch's packed call itself where there is one (no dispatch through Marshalled)
         self.calls = tuple(m.call for m in self.launches)
 
-    def set(self, addrs: dict[str, int]) -> None:
-        """Write ``addrs`` into the pointers (``Plan.__call__`` calls it only when they differ from ``last``)."""
+    def set(self, addrs: tuple[int, ...]) -> None:
+        """Write ``addrs`` (in ``_PTRS`` order) into the pointers (``Plan.launch`` calls it only when they differ
+        from ``last``)."""
         ptrs = self.ptrs
-        for name, addr in addrs.items():
+        for (name, _, _), addr in zip(_PTRS, addrs):
             p = ptrs[name]
             p._desc.value = p._pointer = addr  # _pointer: what the tvm-ffi path and repr read
-        self.last = dict(addrs)  # a copy: a caller may edit its dict in place
+        self.last = addrs
 
 
 class Plan:
@@ -141,8 +144,15 @@ class Plan:
                             torch.empty(lse.shape, dtype=lse.dtype, device=self.device))
         return self.scratch
 
-    def __call__(self, addrs: dict[str, int], stream: int, scale: float, n_pages: int) -> None:
-        """Launch every kernel of the plan on ``stream`` with the tensors at ``addrs`` (names of ``_PTRS``)."""
+    def __call__(self, addrs: Mapping[str, int], stream: int, scale: float, n_pages: int) -> None:
+        """Launch every kernel of the plan on ``stream`` with the tensors at ``addrs`` (by the names of ``_PTRS``;
+        ``trace`` optional)."""
+        order = tuple(addrs[n] for n in ADDRESS_NAMES[:6])
+        self.launch(order + (addrs["trace"],) if "trace" in addrs else order, stream, scale, n_pages)
+
+    def launch(self, addrs: tuple[int, ...], stream: int, scale: float, n_pages: int) -> None:
+        """:meth:`__call__` with the addresses as a tuple in ``_PTRS`` order (q, kv, bt, lens, o, l[, trace]): the
+        per-call path."""
         binding = self.bindings.get((stream, scale, n_pages))  # only rewritable bindings are kept
         if binding is None:
             binding = Binding(self, stream, scale, n_pages)
@@ -151,7 +161,7 @@ class Plan:
             else:  # build the library's pointers afresh with the real addresses
                 binding = _fresh(self, binding, addrs, stream, scale, n_pages)
                 binding.last = addrs
-        if addrs != binding.last:  # a serving loop passes the same buffers: ~0.2 us against ~1 us of writes
+        if addrs != binding.last:  # a serving loop passes the same buffers: one tuple compare, no writes
             binding.set(addrs)
         if self.sem is not None:
             self.sem.zero_()
@@ -159,14 +169,15 @@ class Plan:
             launch()
 
 
-def _fresh(plan: Plan, binding: Binding, addrs: dict[str, int], stream: int, scale: float, n_pages: int) -> Binding:
+def _fresh(plan: Plan, binding: Binding, addrs: tuple[int, ...], stream: int, scale: float, n_pages: int) -> Binding:
     """A binding whose pointers were made with this call's addresses (the fallback of a non-rewritable DSL)."""
     import cutlass
     import cutlass.cute as cute
     from cutlass.cute.runtime import make_ptr
 
     dts = {"bf": cutlass.BFloat16, "f32": cutlass.Float32, "i32": cutlass.Int32}
-    binding.ptrs = {name: make_ptr(dts[dt], addrs.get(name, 1 << 20), cute.AddressSpace.gmem, assumed_align=al)
+    given = dict(zip(ADDRESS_NAMES, addrs))
+    binding.ptrs = {name: make_ptr(dts[dt], given.get(name, 1 << 20), cute.AddressSpace.gmem, assumed_align=al)
                     for name, dt, al in _PTRS}
     binding.launches = _launches(plan, binding.ptrs,
                                  lambda dt, a, al=16: make_ptr(dt, a, cute.AddressSpace.gmem, assumed_align=al),

@@ -6,8 +6,8 @@ as in a serving loop (calls issued in batches of ``--batch``, a synchronize betw
 queue never fills):
 
 - ``public``: ``version(**inputs, **outputs)``, the documented call
-- ``run_split_combine``: the version's host function under ``run`` (checks, plan lookup, addresses, launch)
-- ``plan``: the plan's call alone (binding lookup, address test, the launches)
+- ``launch_split_combine``: the version's host function under ``run`` (checks, plan lookup, addresses, launch)
+- ``plan``: the plan's ``launch`` alone (binding lookup, address test, the launches)
 - ``packed launch``: the launch alone, as the plan makes it (one ctypes call into the compiled host code)
 - ``library launch``: the same kernel through the DSL's ``run_compiled_program`` (what ``KFORGE_CUTE_FASTCALL=0``
   runs)
@@ -79,11 +79,11 @@ def main(argv: list[str] | None = None) -> int:
     plan = next(reversed(plan_mod.PLANS.values()))  # the plan the call just used (the LRU end)
     (bkey, binding), = plan.bindings.items()
     stream, scale, n_pages = bkey
-    addrs = dict(binding.last)
+    addrs = binding.last  # the address tuple the call just wrote
     cfg = dict(v.config)
     q, kv, bt, lens = inputs["q"], inputs["kv_cache"], inputs["block_table"], inputs["cache_seqlens"]
     o, lse, sc = outputs["out"], outputs["lse"], inputs["softmax_scale"]
-    kind = plan.key[0]  # the kind the version passes run_split_combine
+    kind = plan.key[0]  # the kind the version passes launch_split_combine
     ck = host.config_key(cfg)
     one = torch.zeros(1, device="cuda")
     get_stream = fastcall.stream_getter()
@@ -91,9 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     first = binding.launches[0]
     layers: list[tuple[str, Callable[[], Any]]] = [
         ("public", lambda: v(**tensors)),
-        ("run_split_combine", lambda: host.run_split_combine(q, kv, bt, lens, sc, o, lse, cfg, kind, allow_direct=True,
-                                                             cfg_key=ck)),
-        ("plan", lambda: plan(addrs, stream, scale, n_pages)),
+        ("launch_split_combine", lambda: host.launch_split_combine(q, kv, bt, lens, sc, o, lse, kind, ck, True, None)),
+        ("plan", lambda: plan.launch(addrs, stream, scale, n_pages)),
         (f"packed launch x{len(binding.calls)}", lambda: [c() for c in binding.calls]),
     ]
     if getattr(first, "_run", None) is not None and getattr(first, "_exe_args", None) is not None:

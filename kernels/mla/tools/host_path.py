@@ -40,7 +40,7 @@ def _stub(plan_mod: Any, launches: int) -> None:
         p.sem, p.scratch, p.captured = None, None, False
         b = object.__new__(plan_mod.Binding)
         b.ptrs = {name: _Ptr() for name, _, _ in plan_mod._PTRS}
-        b.rewritable, b.launches, b.last = True, [lambda: None] * launches, {}
+        b.rewritable, b.launches, b.last = True, [lambda: None] * launches, ()
         b.calls = tuple(b.launches)
         p.bindings = _AnyScale(b)
         return p
