@@ -301,3 +301,39 @@ def test_an_entry_tested_from_the_parent_without_a_gain_is_not_planned_again() -
     assert picked == []
     picked, _ = pick_entries(empty, metrics, profiles, kernel="mla", language="cute-dsl")
     assert [p["name"] for p in picked] == ["raise-tensor-pipe-busy"]
+
+
+def test_a_task_item_the_designer_declined_from_the_parent_is_not_planned_again() -> None:
+    """run 32: STRATEGIZE offered cut-dram-rereads and fold-the-combine from v59_cute in all three runs, and the
+    designer declined both each time (``<name> not applied: <why>``). The devlog's entries of the parent's children
+    remember it; another parent's entries, and applied changes, do not count; a title matches as the name does."""
+    from types import SimpleNamespace
+
+    from pytest_kforge.orchestrate.strategy import declined_items
+    from pytest_kforge.profile.derive import DERIVED_MARK
+
+    devlog = "\n".join([
+        "### v65_cute (cute-dsl, from v59_cute) -- 2026-12-07, orchestrator run r1", "",
+        "**What changed:** raise the split cap: CONFIG max_splits 16 -> 64; cut-dram-rereads not applied: no "
+        "isolated cause; fold-the-combine not applied: the redo launch is measured slower folded in", "",
+        "**Why:** counter-derived", "",
+        "### v66_cute (cute-dsl, from v59_cute) -- 2026-12-07, orchestrator run r2", "",
+        "**What changed:** the cap again; Fold the combine not applied: still slower", "",
+        "### v67_cute (cute-dsl, from v66_cute) -- 2026-12-08, orchestrator run r3", "",
+        "**What changed:** tma-evict-first not applied: already there", ""])
+    got = declined_items(devlog, "v59_cute")
+    assert set(got) == {"cut-dram-rereads", "fold-the-combine", "Fold the combine"}
+    assert got["cut-dram-rereads"] == "declined from v59_cute by v65_cute's designer: no isolated cause"
+    assert got["Fold the combine"] == "declined from v59_cute by v66_cute's designer: still slower"
+    assert list(declined_items(devlog, "v66_cute")) == ["tma-evict-first"] and declined_items(devlog, "v1") == {}
+    metrics = {"spec": {"dram_excess_pct": 6.4}}
+    profiles = {"spec": {"opportunities": [
+        {"name": "cut-dram-rereads", "est_gain_pct": 0.5, "entry": DERIVED_MARK, "trigger": "dram_excess_pct=6.4"},
+        {"name": "Fold the combine", "est_gain_pct": 0.5, "entry": DERIVED_MARK, "trigger": "num_launches=2"},
+        {"name": "raise-tensor-pipe-busy", "est_gain_pct": 0.4, "entry": DERIVED_MARK, "trigger": "tensor_pct=63"}]}}
+    empty = SimpleNamespace(entries=lambda: [], match=lambda *_a, **_k: [])
+    picked, _ = pick_entries(empty, metrics, profiles, kernel="mla", language="cute-dsl", refuted=got)
+    assert [p["name"] for p in picked] == ["raise-tensor-pipe-busy"]
+    # the real devlog: both run-32 items are remembered for v59_cute
+    real = (Path(__file__).resolve().parents[1] / "docs" / "kernels" / "mla.md").read_text(encoding="utf-8")
+    assert {"cut-dram-rereads", "fold-the-combine"} <= set(declined_items(real, "v59_cute"))

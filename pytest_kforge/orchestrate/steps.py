@@ -257,10 +257,12 @@ class Steps:
         applied = self._applied(current)
         made = [str(h.get("version")) for h in self.ctx.get("history", [])]
         refuted = strategy.refuted_entries(self.kb, self.o.kernel, current, this_run=made)
+        declined = strategy.declined_items(self.devlog.read_text(encoding="utf-8") if self.devlog.exists() else "",
+                                           current)
         apply, avoid = strategy.pick_entries(self.kb, self.ctx.get("metrics", {}), self.ctx.get("profiles", {}),
                                              kernel=self.o.kernel, language=self.ctx["design_language"],
                                              applied=applied, tags=kernel_tags(self.o.kernel, self.o.kernels_dir),
-                                             refuted=refuted)
+                                             refuted={**declined, **refuted})
         planned = [{"name": a["title"] or a["name"], "entry": a["name"], "languages": a["languages"],
                     "config": a["config"], "link": self._rel(a["path"]),
                     "rationale": f"{'catalog match' if a['path'] else 'counter-derived opportunity'} on "
@@ -277,7 +279,7 @@ class Steps:
         new_version = next_version_name(self.o.kernels_dir / self.o.kernel, self.ctx["design_language"])  # type: ignore[operator]
         out: dict[str, Any] = {"planned": planned, "avoid": [a["name"] for a in avoid], "tuning": phase,
                                "tuning_why": why, "new_version": new_version, "already_applied": sorted(applied),
-                               "refuted": refuted}
+                               "refuted": refuted, "declined": declined}
         if self.o.agents == "offline" or self.o.dry_run:
             from ..registry import Registry
 

@@ -18,6 +18,7 @@ and the policy restarts from ``manual`` for it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -26,8 +27,8 @@ from ..profile.derive import is_derived
 from . import compat
 from .agents.base import clean
 
-__all__ = ["COARSE_LIMIT", "NO_GAIN_PCT", "tuning_phase", "pick_entries", "refuted_entries", "build_task",
-           "render_plan", "LANGUAGE_LIMITS"]
+__all__ = ["COARSE_LIMIT", "NO_GAIN_PCT", "tuning_phase", "pick_entries", "refuted_entries", "declined_items",
+           "build_task", "render_plan", "LANGUAGE_LIMITS"]
 
 COARSE_LIMIT = 6
 #: a tested entry whose every trial moved by less than this (faster) did not pay: the harness's run-to-run spread is
@@ -89,6 +90,35 @@ def refuted_entries(kb: Any, kernel: str, parent: str, *, min_gain_pct: float = 
     return out
 
 
+#: a devlog entry's heading as LEARN writes it: ``### v66_cute (cute-dsl, from v59_cute) -- <date>, ...``
+_ENTRY_RE = re.compile(r"^### (\S+) \([^,()]+, from (\S+)\)", re.M)
+#: a designer's change declining a task item (agents/kernel-designer.md): ``<name> not applied: <why>``
+_DECLINED_RE = re.compile(r"^\s*(?P<name>.+?) not applied: (?P<why>.+?)\s*$")
+
+
+def declined_items(devlog_text: str, parent: str) -> dict[str, str]:
+    """``{item: why}`` for the task items a designer declined in a child of ``parent`` (the devlog's entries).
+
+    The designer names a planned item it did not apply as its own change, ``<name> not applied: <why>``
+    (agents/kernel-designer.md), and LEARN writes the changes into the child's devlog entry.  Planning the item
+    again from the same parent asks the designer a question it has answered (run 32 offered cut-dram-rereads and
+    fold-the-combine from v59_cute three times, declined each time with the same reasons); a kept child is a new
+    parent, whose profile may make the item worth it again.  The latest child's reason wins.
+    """
+    out: dict[str, str] = {}
+    heads = list(_ENTRY_RE.finditer(devlog_text))
+    for k, h in enumerate(heads):
+        if h.group(2) != parent:
+            continue
+        body = devlog_text[h.end():heads[k + 1].start() if k + 1 < len(heads) else len(devlog_text)]
+        line = next((x for x in body.splitlines() if x.startswith("**What changed:**")), "")
+        for change in line.removeprefix("**What changed:**").split("; "):
+            m = _DECLINED_RE.match(change)
+            if m:
+                out[m.group("name").strip("` ")] = f"declined from {parent} by {h.group(1)}'s designer: {m.group('why')}"
+    return out
+
+
 def _pct(text: str) -> float | None:
     try:
         return float(text.strip().rstrip("%"))
@@ -105,7 +135,8 @@ def pick_entries(kb: Any, metrics: dict[str, dict[str, float]], profiles: dict[s
     ``applied`` (``{entry: why}``, :func:`pytest_kforge.profile.features.version_features`) names what the
     current version already does: those entries are never picked to apply again (the profile report
     leaves them out of its opportunities for the same reason).  ``refuted`` (:func:`refuted_entries`) names the
-    ones already tested from this version without a gain: not picked either.
+    ones already tested from this version without a gain, or declined by a designer (:func:`declined_items`): not
+    picked either (matched by name or title).
 
     Picks are keyed by catalog entry name: the profiler's own opportunities are added only when
     they name (by name, title or entry path) no entry already picked, and one naming a catalog
@@ -136,7 +167,8 @@ def pick_entries(kb: Any, metrics: dict[str, dict[str, float]], profiles: dict[s
     ranked = sorted(best.values(), key=lambda f: -f["est_gain_pct"])
     avoid = [f for f in ranked if "anti" in f["kind"].lower()]
     skip = {**(applied or {}), **(refuted or {})}
-    apply = [f for f in ranked if "anti" not in f["kind"].lower() and f["name"] not in skip][:limit]
+    apply = [f for f in ranked if "anti" not in f["kind"].lower() and f["name"] not in skip
+             and str(f.get("title") or "") not in skip][:limit]
     return apply, avoid
 
 
@@ -181,6 +213,8 @@ def render_plan(kernel: str, ctx: dict[str, Any], plan: dict[str, Any], goals: l
         lines.append(f"  already applied by {ctx['current']} (not planned again): {', '.join(plan['already_applied'])}")
     for name, why in (plan.get("refuted") or {}).items():
         lines.append(f"  refuted from {ctx['current']} (not planned again): {name}: {why}")
+    for name, why in (plan.get("declined") or {}).items():
+        lines.append(f"  declined before (not planned again): {name}: {why}")
     if plan.get("avoid"):
         lines.append(f"  anti-patterns to avoid: {', '.join(plan['avoid'])}")
     if "proposed_change" in plan:
