@@ -52,8 +52,11 @@ class Cell:
     floor_us: float | None = None
     correct: bool | None = None  # None: not checked (skipped)
     message: str = ""
-    #: the host's median time to enqueue one call (Python, argument checks, launches), beside the device time
+    #: the host's median time to enqueue one call (Python, argument checks, launches), beside the device time: one
+    #: call per timed round, after a synchronize and a spin (cold)
     host_us: float | None = None
+    #: the same, for calls issued back to back (``timing.back_to_back``): what a serving loop pays per call
+    host_b2b_us: float | None = None
     #: the SM clock fields of the timed rounds (pytest_kforge.gpuclock.clock_fields; empty without NVML)
     clock: dict[str, Any] = dataclasses.field(default_factory=dict)
 
@@ -97,20 +100,22 @@ def _parse_params(text: str | None) -> dict[str, int]:
 
 
 def _time(launch: Callable[[], Any], *, device: str, rounds: int, warmup: int,
-          floor_s: float) -> tuple[list[float], str, str, dict[str, Any], float | None]:
-    """``(samples_s, timer label, problem or "", clock fields, host median s)`` from the project's timer (clock
-    guard on).
+          floor_s: float) -> tuple[list[float], str, str, dict[str, Any], tuple[float | None, float | None]]:
+    """``(samples_s, timer label, problem or "", clock fields, (host median s of a timed round, of a call issued
+    back to back))`` from the project's timer (clock guard on).
 
     The one seam to change if :mod:`pytest_kforge.timing`'s API moves.
     """
-    from pytest_kforge.timing import floor_problem, make_clock, side_stream_problem, time_launch
+    from pytest_kforge.timing import back_to_back, floor_problem, make_clock, side_stream_problem, time_launch
 
     clock = make_clock(device)
     res = time_launch(launch, clock=clock, rounds=rounds, warmup=warmup)
     problem = floor_problem(res.median_s, floor_s) or (side_stream_problem(res) if device.startswith("cuda") else None)
     import statistics
 
-    host = statistics.median(res.host_s) if res.host_s else None
+    b2b: list[float] = []
+    back_to_back(launch, clock=clock, host_s=b2b)
+    host = (statistics.median(res.host_s) if res.host_s else None, statistics.median(b2b) if b2b else None)
     return list(res.samples_s), f"{res.clock}; {res.flush}", problem or "", res.clock_fields(), host
 
 
@@ -203,7 +208,7 @@ def compare(
             with _gpu_lock(device):
                 samples, meta["timer"], problem, cell.clock, host_s = _time(launch, device=device, rounds=rounds,
                                                                             warmup=warmup, floor_s=floor_s)
-            cell.host_us = None if host_s is None else host_s * 1e6
+            cell.host_us, cell.host_b2b_us = (None if x is None else x * 1e6 for x in host_s)
             from pytest_kforge.timing import summarize
 
             med, mn, _iqr, spread = summarize(samples)
@@ -237,8 +242,10 @@ def _fmt(x: float | None, digits: int = 1) -> str:
 def render_markdown(rows: Sequence[Row], meta: Mapping[str, Any], command: str) -> str:
     trials = list(meta["trials"])
     pair = " / ".join(trials)
+    # JSON of runs before the back-to-back host figure keeps its old table (the devlog blocks re-render from it)
+    b2b = any(c.host_b2b_us is not None for r in rows for c in r.cells.values())
     head = ["name", "kind", *(f"{t} us" for t in trials), f"TFLOP/s ({pair})", f"% of floor ({pair})",
-            f"host us ({pair})", "correct"]
+            f"host us, back to back / one timed round ({pair})" if b2b else f"host us ({pair})", "correct"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         cells = [r.cells.get(t, Cell(t, "")) for t in trials]
@@ -247,7 +254,7 @@ def render_markdown(rows: Sequence[Row], meta: Mapping[str, Any], command: str) 
             *(_fmt(c.median_us) for c in cells),
             " / ".join(_fmt(c.tflops) for c in cells),
             " / ".join(_fmt(c.pct_floor) for c in cells),
-            " / ".join(_fmt(c.host_us) for c in cells),
+            " / ".join(f"{_fmt(c.host_b2b_us)} / {_fmt(c.host_us)}" if b2b else _fmt(c.host_us) for c in cells),
             r.correct.replace("|", "\\|").replace("\n", " "),
         ]) + " |")
     when = meta.get("measured") or _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
@@ -257,7 +264,9 @@ def render_markdown(rows: Sequence[Row], meta: Mapping[str, Any], command: str) 
         info.append(f"- `{t}` = `{tm['id']}`: floor {tm['floor_us']:.1f} us "
                     f"({tm['flops'] / 1e9:.1f} GFLOP, {tm['min_bytes'] / 1e6:.1f} MB)")
     info.append("- host us: the host's median time to enqueue one call (Python, checks, launches), measured beside "
-                "the device time; a call the host cannot issue faster than the device runs it is host-bound.")
+                "the device time; a call the host cannot issue faster than the device runs it is host-bound."
+                + (" Back to back: calls issued in a loop (a serving loop's steady state); one timed round: a single "
+                   "call after a synchronize and a spin (cold caches)." if b2b else ""))
     if meta.get("roofline"):
         info.append(f"- floors from the {meta['roofline']}")
     if any(r.name.startswith("torch_bmm") for r in rows):

@@ -55,8 +55,10 @@ def render_by_trial(rows: Sequence[Any], meta: Mapping[str, Any], command: str) 
     head = ["trial", "shape", "floor us", *(f"{r.name} us" for r in live), "fastest"]
     if version is not None and peers:
         head.append(f"{version.name} vs fastest peer")
+    # a JSON from before the back-to-back host figure keeps its old column (the devlog blocks re-render from it)
+    b2b = version is not None and any(getattr(c, "host_b2b_us", None) is not None for c in version.cells.values())
     if version is not None:
-        head.append(f"{version.name} host us")
+        head.append(f"{version.name} host us, back to back / one timed round" if b2b else f"{version.name} host us")
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     wins = {"ahead": 0, "behind": 0}
     for t in trials:
@@ -75,8 +77,13 @@ def render_by_trial(rows: Sequence[Any], meta: Mapping[str, Any], command: str) 
             else:
                 line.append("-")
         if version is not None:
-            host = getattr(version.cells.get(t), "host_us", None)
-            line.append("-" if host is None else f"{host:,.1f}")
+            c = version.cells.get(t)
+            host = getattr(c, "host_us", None)
+            cold = "-" if host is None else f"{host:,.1f}"
+            if b2b:
+                warm = getattr(c, "host_b2b_us", None)
+                cold = f"{'-' if warm is None else f'{warm:,.1f}'} / {cold}"
+            line.append(cold)
         lines.append("| " + " | ".join(line) + " |")
     info = [f"Measured {meta.get('measured', '-')} on {meta.get('gpu') or meta.get('device', '-')}, timer: "
             f"{meta.get('timer') or '-'}, median of {meta.get('rounds', '-')} rounds after {meta.get('warmup', '-')} "

@@ -119,7 +119,9 @@ def _run_trial(version: Version, trial: TrialConfig, ks: KforgeSession, source: 
     for key, value in res.clock_fields().items():
         setattr(row, key, value)
     # the same public call back to back (no spin): above median_us when the call's host side is the bottleneck
-    row.b2b_us = statistics.median(back_to_back(launch, clock=clock)) * 1e6
+    b2b_host: list[float] = []
+    row.b2b_us = statistics.median(back_to_back(launch, clock=clock, host_s=b2b_host)) * 1e6
+    row.b2b_host_us = statistics.median(b2b_host) * 1e6 if b2b_host else None
     audit_notes: list[str] = []
     audit_state = ["not run (cpu)" if not str(ks.device).startswith("cuda") else "not run (rejected before it)"]
 

@@ -34,9 +34,9 @@ _OPTIONS = {"timer": "kforge device timer (CUDA events)", "disable_gc": False, "
 
 #: the fields of a trial row stored as pytest-benchmark ``extra_info`` (one-process and xdist runs alike)
 EXTRA_INFO_KEYS = ("version", "language", "parent", "trial", "id", "correct", "tflops", "gbps", "pct_floor",
-                   "floor_us", "median_us", "spread_pct", "host_us", "b2b_us", "params", "note", "clock",
-                   "sm_clock_mhz", "clock_events", "clock_retaken", "clock_guard", "clock_note", "sm_clock_witness",
-                   "error")
+                   "floor_us", "median_us", "spread_pct", "host_us", "b2b_us", "b2b_host_us", "params", "note",
+                   "clock", "sm_clock_mhz", "clock_events", "clock_retaken", "clock_guard", "clock_note",
+                   "sm_clock_witness", "error")
 
 
 def extra_info(row: TrialResult, *, with_gpu: bool = False) -> dict[str, Any]:

@@ -63,6 +63,8 @@ class TrialResult:
     flush: str | None = None
     host_us: float | None = None
     b2b_us: float | None = None
+    #: the host time of one call issued back to back (``timing.back_to_back``), the steady state of a serving loop
+    b2b_host_us: float | None = None
     stream_audit: str | None = None
     samples_us: list[float] | None = None
     sm_clock_mhz: dict[str, float] | None = None

@@ -137,6 +137,8 @@ def test_compare_on_cpu_writes_table_json_and_devlog(tmp_path: Path, capsys: pyt
         assert cell["correct"] is True and cell["median_us"] > 0 and cell["rounds"] == 3
         assert cell["tflops"] == pytest.approx(data["meta"]["trials"][cell["trial"]]["flops"]
                                                / cell["median_us"] / 1e6)
+        assert cell["host_us"] > 0 and cell["host_b2b_us"] > 0  # one timed round's call, and back to back
+    assert "host us, back to back / one timed round (decode / spec)" in lines["name"]
     text = devlog.read_text()
     assert "kept text" in text and "<!-- kforge:peers:start -->" in text and "| torch_bmm | peer |" in text
     # the table measured elsewhere (the GPU machine) is re-rendered here from its JSON, unchanged

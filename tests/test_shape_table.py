@@ -86,3 +86,12 @@ def test_the_committed_serving_json_renders_gzipped_as_the_devlog_shows_it(capsy
     out = capsys.readouterr().out
     assert "| serve_b1 | b=1 s=1 h=128 t=8191 |" in out
     assert out.split("| trial |", 1)[1].splitlines()[3] in (root / "docs" / "kernels" / "mla.md").read_text()
+
+
+def test_the_version_host_column_shows_back_to_back_and_timed_round_when_measured() -> None:
+    rows = _rows()
+    for c in rows[0].cells.values():
+        c.host_b2b_us = 4.2
+    text = render_by_trial(rows, META, "python -m benchmarks.compare ... --by-trial")
+    assert _line(text, "trial")[-1] == "v59_cute host us, back to back / one timed round"
+    assert _line(text, "serve_tp8")[-1] == "4.2 / 8.5"
