@@ -8,6 +8,9 @@ GPU measurement (``benchmarks/public_call.py``).  The fake plan's binding lookup
 than the real dict lookup, so the figure errs high.  Needs the CuTe DSL installed only for the imports::
 
     python kernels/mla/tools/host_path.py --version v59_cute --trial decode [--launches 1] [--api export]
+
+Pin it to one core and compare runs pinned alike: on the project's 2-core sandbox a whole process ran ~2x slower
+(6 vs 10-13 us, 2026-12-07) when it landed on core 0 (``taskset -c 0``) and never on core 1 (``taskset -c 1``).
 """
 
 from __future__ import annotations
