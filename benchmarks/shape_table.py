@@ -46,6 +46,10 @@ def _show(cell: Any) -> str:
     return "unsupported" if cell.message else "-"
 
 
+def _num(x: float | None) -> str:
+    return "-" if x is None else f"{x:,.1f}"
+
+
 def render_by_trial(rows: Sequence[Any], meta: Mapping[str, Any], command: str) -> str:
     """The markdown table of ``rows`` (:class:`benchmarks.compare.Row`) with one line per trial of ``meta``."""
     trials = list(meta["trials"])
@@ -78,12 +82,8 @@ def render_by_trial(rows: Sequence[Any], meta: Mapping[str, Any], command: str) 
                 line.append("-")
         if version is not None:
             c = version.cells.get(t)
-            host = getattr(c, "host_us", None)
-            cold = "-" if host is None else f"{host:,.1f}"
-            if b2b:
-                warm = getattr(c, "host_b2b_us", None)
-                cold = f"{'-' if warm is None else f'{warm:,.1f}'} / {cold}"
-            line.append(cold)
+            cold = _num(getattr(c, "host_us", None))
+            line.append(f"{_num(getattr(c, 'host_b2b_us', None))} / {cold}" if b2b else cold)
         lines.append("| " + " | ".join(line) + " |")
     info = [f"Measured {meta.get('measured', '-')} on {meta.get('gpu') or meta.get('device', '-')}, timer: "
             f"{meta.get('timer') or '-'}, median of {meta.get('rounds', '-')} rounds after {meta.get('warmup', '-')} "

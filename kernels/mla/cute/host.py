@@ -189,6 +189,13 @@ def config_key(config: Mapping[str, Any]) -> tuple[int, int, int, float, int]:
 _REDO_ONLY = frozenset(k for k in KINDS if redo_only(k))
 
 
+def _check_kind(kind: str) -> None:
+    """Refuse a redo kind (``kinds.redo_only``) as a call's own kernel, in one sentence."""
+    if kind in _REDO_ONLY:
+        raise ValueError(f"kernel kind {kind!r} only runs behind its stale-max kind; run "
+                         f"'sm90_seesaw_pair_stale_redo' (v57_cute) instead.")
+
+
 def run_split_combine(
     q, kv_cache, block_table, cache_seqlens, softmax_scale, out, lse, config, kind, allow_direct=False,
     trace_buf=None, *, cfg_key: tuple | None = None,
@@ -205,9 +212,7 @@ def run_split_combine(
     ``cfg_key``: :func:`config_key` of ``config`` when the caller has it already (a version's own CONFIG).
     A version's ``run`` calls :func:`launch_split_combine` directly (its kind is checked once).
     """
-    if kind in _REDO_ONLY:
-        raise ValueError(f"kernel kind {kind!r} only runs behind its stale-max kind; run "
-                         f"'sm90_seesaw_pair_stale_redo' (v57_cute) instead.")
+    _check_kind(kind)
     launch_split_combine(q, kv_cache, block_table, cache_seqlens, softmax_scale, out, lse, kind,
                          cfg_key or config_key(config), bool(allow_direct), trace_buf)
 
@@ -251,12 +256,10 @@ def launch_split_combine(q, kv_cache, block_table, cache_seqlens, softmax_scale,
     if not dense:
         o_dst, l_dst = plan.scratch_for(out, lse)
         oa, la = o_dst.data_ptr(), l_dst.data_ptr()
-    if trace_buf is None:
-        plan.launch((qa, kva, block_table.data_ptr(), cache_seqlens.data_ptr(), oa, la), stream,
-                    float(softmax_scale), ks[0])
-    else:
-        plan.launch((qa, kva, block_table.data_ptr(), cache_seqlens.data_ptr(), oa, la, trace_buf.data_ptr()), stream,
-                    float(softmax_scale), ks[0])
+    addrs = (qa, kva, block_table.data_ptr(), cache_seqlens.data_ptr(), oa, la)
+    if trace_buf is not None:
+        addrs += (trace_buf.data_ptr(),)
+    plan.launch(addrs, stream, float(softmax_scale), ks[0])
     if not dense:
         out.copy_(o_dst)
         lse.copy_(l_dst)
@@ -338,9 +341,7 @@ def _version_config(name: str, kind: str, defaults: Mapping[str, Any],
     compared) only when ``config`` lacks one of their keys, since otherwise ``config`` decides every value.  An edit
     in place of either is thus seen at the next call, for one ~0.1 us compare per call instead of a merge and a key.
     """
-    if kind in _REDO_ONLY:
-        raise ValueError(f"kernel kind {kind!r} only runs behind its stale-max kind; run "
-                         f"'sm90_seesaw_pair_stale_redo' (v57_cute) instead.")
+    _check_kind(kind)
     cfg = {**defaults, **config} if config else dict(defaults)
     if int(cfg["stages"]) != 2:
         raise ValueError(
