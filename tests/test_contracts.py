@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -18,6 +20,8 @@ text = st.text(_ALPHABET, max_size=30).map(lambda s: " ".join(s.split()))
 nonempty = text.filter(bool)
 no_sep = nonempty.filter(lambda s: "--" not in s)
 no_sep_or_empty = text.filter(lambda s: "--" not in s and s.lower() != "none")
+# an item's first field may not start like the list's own number ("1." / "2)"): the parser strips that
+item_name = no_sep.filter(lambda s: not re.match(r"\d+[.)](?:\s|$)", s))
 ident = st.text("abcxyzABC019_.+-", min_size=1, max_size=8)
 path = st.text("abcz019_/.-", min_size=1, max_size=16).filter(lambda p: p.lower() not in ("none", "-"))
 num = st.floats(allow_nan=False, allow_infinity=False)
@@ -26,12 +30,12 @@ params = st.dictionaries(st.text("abhst", min_size=1, max_size=3), st.integers(0
                          min_size=1, max_size=5)
 
 stage = st.builds(StageRow, nonempty, num, opt_num, opt_num, opt_num, text, text)
-opportunity = st.builds(Opportunity, no_sep, num, no_sep, no_sep_or_empty)
+opportunity = st.builds(Opportunity, item_name, num, no_sep, no_sep_or_empty)
 baseline = st.builds(BaselineRow, nonempty, text, text, text)
 profile = st.builds(ProfileContract, ident, ident, params, st.lists(stage, min_size=1, max_size=3),
                     st.sampled_from(["Memory", "Compute", "Latency", "memory-bound", "Compute bound"]),
                     nonempty, st.lists(opportunity, max_size=3), st.lists(baseline, max_size=2))
-planned = st.builds(PlannedOptimization, no_sep, no_sep, no_sep_or_empty)
+planned = st.builds(PlannedOptimization, item_name, no_sep, no_sep_or_empty)
 constraints = st.builds(Constraints, text, text, text, text)
 task = st.builds(OptimizationTask, ident, ident, ident, nonempty, st.lists(planned, min_size=1, max_size=4),
                  constraints)
@@ -239,3 +243,9 @@ def test_part_parse_errors_name_the_field() -> None:
         TrialCheck.parse("1. b=32 -- why")
     assert ei.value.field == "trials"
     assert Opportunity.parse("2. a -- est. 5% gain -- trigger: sm_pct=1") == Opportunity("a", 5, "sm_pct=1")
+    # a name that starts like the list's own number would lose it on the way back: refused, naming the field
+    for cls, args in ((Opportunity, ("0.", 0, "x=1")), (PlannedOptimization, ("3) fold", "why"))):
+        with pytest.raises(ContractError, match="reads as the list's own number") as ei:
+            cls(*args)
+        assert ei.value.field == "name"
+    assert Opportunity("0.5x occupancy", 1, "x=1").name == "0.5x occupancy"

@@ -45,6 +45,18 @@ def _no_sep(text: str, field: str, seps: tuple[str, ...] = (_SEP.strip(),)) -> s
     return text
 
 
+_LIST_NUMBER_RE = re.compile(r"^\d+[.)](?:\s|$)")
+
+
+def _not_numbered(text: str, field: str) -> str:
+    """``text``, refused when it starts like a list item's own number (``1.`` / ``2)``): an item is parsed with its
+    number stripped, so such a field would lose its start."""
+    if _LIST_NUMBER_RE.match(text):
+        raise ContractError(f"field `{field}` starts with {text.split()[0]!r}, which reads as the list's own number; "
+                            "reword its start", field)
+    return text
+
+
 def _num(value: Any, field: str, *, optional: bool = False) -> float | None:
     if value is None and optional:
         return None

@@ -6,7 +6,7 @@ import dataclasses
 import re
 from typing import ClassVar, Self
 
-from ._base import ContractError, _Contract, _fmt, _ident, _int, _line, _no_sep, _num
+from ._base import ContractError, _Contract, _fmt, _ident, _int, _line, _no_sep, _not_numbered, _num
 from ._md import _enumerated, _heading, _Item, _need, _parse_num, _Row, _table
 
 __all__ = ["StageRow", "Opportunity", "BaselineRow", "ProfileContract", "BOTTLENECKS"]
@@ -95,7 +95,7 @@ class Opportunity(_Item):
     _WHAT, _SHAPE, _FIELD = "opportunity", "name -- est. X% gain -- trigger: metric=value", "opportunities"
 
     def __post_init__(self) -> None:
-        self.name = _no_sep(_line(self.name, "name"), "name")
+        self.name = _not_numbered(_no_sep(_line(self.name, "name"), "name"), "name")
         self.est_gain_pct = _num(self.est_gain_pct, "est_gain_pct")  # type: ignore[assignment]
         self.trigger = _no_sep(_line(self.trigger, "trigger"), "trigger")
         self.entry = _no_sep(_line(self.entry, "entry"), "entry")

@@ -6,7 +6,7 @@ import dataclasses
 import re
 from typing import ClassVar, Self
 
-from ._base import ContractError, _Contract, _ident, _line, _no_sep
+from ._base import ContractError, _Contract, _ident, _line, _no_sep, _not_numbered
 from ._md import _bullets, _enumerated, _heading, _Item, _need
 
 __all__ = ["PlannedOptimization", "Constraints", "OptimizationTask"]
@@ -24,7 +24,7 @@ class PlannedOptimization(_Item):
     _WHAT, _SHAPE, _FIELD = "optimisation", "name -- rationale -- knowledge: <path>", "optimizations"
 
     def __post_init__(self) -> None:
-        self.name = _no_sep(_line(self.name, "name"), "name")
+        self.name = _not_numbered(_no_sep(_line(self.name, "name"), "name"), "name")
         self.rationale = _no_sep(_line(self.rationale, "rationale"), "rationale")
         self.knowledge_link = _no_sep(_line(self.knowledge_link, "knowledge_link"), "knowledge_link")
         if self.knowledge_link.lower() == "none":
