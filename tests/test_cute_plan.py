@@ -147,15 +147,37 @@ def test_unchanged_addresses_are_not_rewritten_and_an_edited_dict_is(fake) -> No
     addrs = dict(ADDR)
     p = _call(plan_mod, key, addrs)
     binding = next(iter(p.bindings.values()))
-    writes: list = []
-    for ptr in binding.ptrs.values():  # record each write to the C storage the launches read
-        ptr._desc = _Recorder(ptr._desc.value, writes)
+    sets: list = []
+    real_set = binding.set
+    binding.set = lambda a: sets.append(a) or real_set(a)  # type: ignore[method-assign]
     log.clear()
     _call(plan_mod, key, dict(ADDR))
-    assert writes == [] and log[0][1][:4] == [_p("q"), _p("kv"), _p("bt"), _p("lens")]
+    assert sets == [] and log[0][1][:4] == [_p("q"), _p("kv"), _p("bt"), _p("lens")]
     addrs["q"] += 0x100  # edited in place, passed again
     _call(plan_mod, key, addrs)
-    assert 0x10100 in writes and log[-2][1][0] == ("ptr", 0x10100)
+    assert sets[-1][0] == 0x10100 and log[-2][1][0] == ("ptr", 0x10100)
+
+
+def test_a_bindings_pointers_share_one_slot_array_the_launches_read(fake) -> None:
+    """``cute_fastcall.slotted`` (in Binding): every pointer's C storage is a slot of one array, so new buffers are
+    one slice write; the marshalled launches take the slots' addresses (``__c_pointers__``) and read what the write
+    put there."""
+    import ctypes
+
+    _host, plan_mod, log = fake
+    key = _key("sm80", 4, 1, 16, 8, allow_direct=False)
+    p = _call(plan_mod, key)
+    binding = next(iter(p.bindings.values()))
+    slots = binding.slots
+    assert slots is not None and not binding.write_pointers
+    base, width = ctypes.addressof(slots), ctypes.sizeof(ctypes.c_void_p)
+    for i, ptr in enumerate(binding.ptrs.values()):
+        assert ptr.__c_pointers__() == [base + i * width] == [ctypes.addressof(ptr._desc)]
+    other = {k: v + 0x2000 for k, v in ADDR.items()}
+    log.clear()
+    _call(plan_mod, key, other)
+    assert list(slots)[:6] == [other[n] for n in plan_mod.ADDRESS_NAMES[:6]]
+    assert log[0][1][:4] == [_p("q", other), _p("kv", other), _p("bt", other), _p("lens", other)]
 
 
 class _Recorder:
@@ -276,6 +298,22 @@ def test_a_versions_run_keeps_its_config_memo_and_follows_an_edit_in_place(fake,
     _s, _p, redo = host.version_functions("vY_cute", "sm90_seesaw_pair_persist_redo", cfg)
     with pytest.raises(ValueError, match="only runs behind its stale-max kind"):
         redo(None, None, None, None, 0.1, out=None, lse=None)
+
+
+def test_run_version_is_the_closure_run_made_once(fake, monkeypatch) -> None:
+    """The early versions' one-call ``run_version`` (v4_cute, v6_cute) runs :func:`version_functions`' ``run``,
+    made once per (name, kind, defaults) and kept: its config memo lives across calls, and a stages edit is refused
+    alike."""
+    host, _plan, _log = fake
+    keys: list = []
+    monkeypatch.setattr(host, "launch_split_combine", lambda *a: keys.append(a[8]))
+    monkeypatch.setattr(host, "_RUNS", {})
+    cfg = dict(host.SEESAW_CONFIG)
+    for _ in range(3):
+        host.run_version("vZ_cute", "sm80", cfg, None, None, None, None, 0.1, None, None, None)
+    assert len(host._RUNS) == 1 and keys == [host.config_key(cfg)] * 3 and keys[2] is keys[0]
+    with pytest.raises(ValueError, match="vZ_cute supports stages=2 only"):
+        host.run_version("vZ_cute", "sm80", cfg, None, None, None, None, 0.1, None, None, {"stages": 3})
 
 
 @pytest.mark.parametrize("api", ["public", "export"])

@@ -324,11 +324,18 @@ def prepare_version(kind: str, defaults: Mapping[str, Any], params: Mapping[str,
 
 def run_version(name: str, kind: str, defaults: Mapping[str, Any], q, kv_cache, block_table, cache_seqlens,
                 softmax_scale, out, lse, config: Mapping[str, Any] | None) -> tuple[Any, Any]:
-    """A 2-stage version's ``run`` (what :func:`version_functions` builds, as one call): check ``stages``, then
-    :func:`run_split_combine` (direct allowed)."""
-    memo = _version_config(name, kind, defaults, config)
-    launch_split_combine(q, kv_cache, block_table, cache_seqlens, softmax_scale, out, lse, kind, memo[3], True, None)
-    return out, lse
+    """A 2-stage version's ``run`` as one call (v4_cute, v6_cute and other early versions): the ``run`` that
+    :func:`version_functions` builds for (``name``, ``kind``, ``defaults``), made once and kept, so its config memo
+    lives across calls as in every later version."""
+    key = (name, kind, id(defaults))
+    run = _RUNS.get(key)
+    if run is None:
+        run = _RUNS[key] = version_functions(name, kind, defaults)[2]
+    return run(q, kv_cache, block_table, cache_seqlens, softmax_scale, out=out, lse=lse, config=config)
+
+
+#: the ``run`` of each (name, kind, defaults) that :func:`run_version` was called with
+_RUNS: dict[tuple[str, str, int], Any] = {}
 
 
 def _version_config(name: str, kind: str, defaults: Mapping[str, Any],

@@ -78,20 +78,29 @@ class Binding:
         self.rewritable = all(fastcall.rewritable(p) for p in self.ptrs.values())
         if not self.rewritable:
             FALLBACKS.append("make_ptr has no rewritable _desc: every call builds its binding again")
+        # before the launches are marshalled: they must take the addresses of the shared slots
+        self.slots = fastcall.slotted(list(self.ptrs.values())) if self.rewritable else None
         self.stream_obj = cuda.CUstream(stream)
         self.launches = _launches(plan, self.ptrs, ptr, cutlass.Int32, cutlass.Float32, self.stream_obj,
                                   cutlass.Float32(scale * host.LOG2_E), n_pages)
+        # a launch the library marshals again per call (no executor internals) may read _pointer (the tvm-ffi path)
+        self.write_pointers = self.slots is None or not all(m.marshalled for m in self.launches)
         self.last: tuple[int, ...] = ()  # the addresses written last (a serving loop passes the same buffers)
         # what a call runs: each launch's packed call itself where there is one (no dispatch through Marshalled)
         self.calls = tuple(m.call for m in self.launches)
 
     def set(self, addrs: tuple[int, ...]) -> None:
         """Write ``addrs`` (in ``_PTRS`` order) into the pointers (``Plan.launch`` calls it only when they differ
-        from ``last``)."""
-        ptrs = self.ptrs
-        for (name, _, _), addr in zip(_PTRS, addrs):
-            p = ptrs[name]
-            p._desc.value = p._pointer = addr  # _pointer: what the tvm-ffi path and repr read
+        from ``last``): one slice assignment into the shared slots, or each pointer's storage in turn."""
+        if self.slots is not None:
+            self.slots[:len(addrs)] = addrs
+        if self.write_pointers:
+            ptrs = self.ptrs
+            for (name, _, _), addr in zip(_PTRS, addrs):
+                p = ptrs[name]
+                if self.slots is None:
+                    p._desc.value = addr
+                p._pointer = addr  # what the tvm-ffi path and repr read
         self.last = addrs
 
 

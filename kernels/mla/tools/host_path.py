@@ -16,6 +16,7 @@ Pin it to one core and compare runs pinned alike: on the project's 2-core sandbo
 from __future__ import annotations
 
 import argparse
+import ctypes
 import statistics
 import sys
 import time
@@ -25,13 +26,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[3]
 
 
-class _Desc:
-    value = 0
-
-
-class _Ptr:  # what Binding.set writes: a make_ptr's C storage (``_desc.value``) and its ``_pointer``
+class _Ptr:  # what Binding.set writes: a make_ptr's C storage (``_desc``, in one shared array) and its ``_pointer``
     def __init__(self) -> None:
-        self._desc, self._pointer = _Desc(), 0
+        self._desc, self._pointer = ctypes.c_void_p(0), 0
+        self._c_pointers_cache = [ctypes.addressof(self._desc)]
 
 
 def _stub(plan_mod: Any, launches: int) -> None:
@@ -44,6 +42,8 @@ def _stub(plan_mod: Any, launches: int) -> None:
         b = object.__new__(plan_mod.Binding)
         b.ptrs = {name: _Ptr() for name, _, _ in plan_mod._PTRS}
         b.rewritable, b.launches, b.last = True, [lambda: None] * launches, ()
+        b.slots = plan_mod.fastcall.slotted(list(b.ptrs.values()))  # as a packed binding: one shared slot array
+        b.write_pointers = False
         b.calls = tuple(b.launches)
         p.bindings = _AnyScale(b)
         return p
