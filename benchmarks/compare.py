@@ -245,7 +245,8 @@ def render_markdown(rows: Sequence[Row], meta: Mapping[str, Any], command: str) 
     # JSON of runs before the back-to-back host figure keeps its old table (the devlog blocks re-render from it)
     b2b = any(c.host_b2b_us is not None for r in rows for c in r.cells.values())
     head = ["name", "kind", *(f"{t} us" for t in trials), f"TFLOP/s ({pair})", f"% of floor ({pair})",
-            f"host us, back to back / one timed round ({pair})" if b2b else f"host us ({pair})", "correct"]
+            f"host us, back to back / one timed round ({'; '.join(trials)})" if b2b else f"host us ({pair})",
+            "correct"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         cells = [r.cells.get(t, Cell(t, "")) for t in trials]
@@ -254,7 +255,9 @@ def render_markdown(rows: Sequence[Row], meta: Mapping[str, Any], command: str) 
             *(_fmt(c.median_us) for c in cells),
             " / ".join(_fmt(c.tflops) for c in cells),
             " / ".join(_fmt(c.pct_floor) for c in cells),
-            " / ".join(f"{_fmt(c.host_b2b_us)} / {_fmt(c.host_us)}" if b2b else _fmt(c.host_us) for c in cells),
+            # a pair per trial, the trials apart by "; " (run 34's "20.3 / 34.5 / 26.8 / 35.0" read as four trials)
+            ("; ".join(f"{_fmt(c.host_b2b_us)} / {_fmt(c.host_us)}" for c in cells) if b2b
+             else " / ".join(_fmt(c.host_us) for c in cells)),
             r.correct.replace("|", "\\|").replace("\n", " "),
         ]) + " |")
     when = meta.get("measured") or _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")

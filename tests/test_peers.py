@@ -138,7 +138,9 @@ def test_compare_on_cpu_writes_table_json_and_devlog(tmp_path: Path, capsys: pyt
         assert cell["tflops"] == pytest.approx(data["meta"]["trials"][cell["trial"]]["flops"]
                                                / cell["median_us"] / 1e6)
         assert cell["host_us"] > 0 and cell["host_b2b_us"] > 0  # one timed round's call, and back to back
-    assert "host us, back to back / one timed round (decode / spec)" in lines["name"]
+    assert "host us, back to back / one timed round (decode; spec)" in lines["name"]
+    host = lines["torch_bmm"].split("|")[-3].strip()  # "<b2b> / <timed>; <b2b> / <timed>": a pair per trial
+    assert host.count(";") == 1 and all(part.count(" / ") == 1 for part in host.split("; "))
     text = devlog.read_text()
     assert "kept text" in text and "<!-- kforge:peers:start -->" in text and "| torch_bmm | peer |" in text
     # the table measured elsewhere (the GPU machine) is re-rendered here from its JSON, unchanged

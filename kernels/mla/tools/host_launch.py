@@ -6,6 +6,8 @@ as in a serving loop (calls issued in batches of ``--batch``, a synchronize betw
 queue never fills):
 
 - ``public``: ``version(**inputs, **outputs)``, the documented call
+- ``public, 3 sets in turn`` / ``plan, 3 sets in turn``: the same with three input sets called in turn (new
+  addresses on every call, as ``benchmarks.public_call`` times them one call at a time)
 - ``launch_split_combine``: the version's host function under ``run`` (checks, plan lookup, addresses, launch)
 - ``plan``: the plan's ``launch`` alone (binding lookup, address test, the launches)
 - ``packed launch``: the launch alone, as the plan makes it (one ctypes call into the compiled host code)
@@ -22,6 +24,7 @@ The medians (us per call, of ``--reps`` batches) print one line each.  Needs a G
 from __future__ import annotations
 
 import argparse
+import itertools
 import statistics
 import sys
 import time
@@ -89,8 +92,20 @@ def main(argv: list[str] | None = None) -> int:
     get_stream = fastcall.stream_getter()
     dev = q.get_device()
     first = binding.launches[0]
+    # two more input sets at other addresses: a call with new buffers rewrites the binding's addresses (stop 51)
+    others = []
+    for seed in (1, 2):
+        more = {**v.spec.make_inputs(params, seed=seed, device="cuda"), **v.spec.alloc_outputs(params, device="cuda")}
+        poison_(more)
+        others.append(more)
+    rotation = itertools.cycle([tensors, *others])
+    addr_sets = [addrs] + [(t["q"].data_ptr(), t["kv_cache"].data_ptr(), t["block_table"].data_ptr(),
+                            t["cache_seqlens"].data_ptr(), t["out"].data_ptr(), t["lse"].data_ptr()) for t in others]
+    addr_rotation = itertools.cycle(addr_sets)
     layers: list[tuple[str, Callable[[], Any]]] = [
         ("public", lambda: v(**tensors)),
+        ("public, 3 sets in turn", lambda: v(**next(rotation))),
+        ("plan, 3 sets in turn", lambda: plan.launch(next(addr_rotation), stream, scale, n_pages)),
         ("launch_split_combine", lambda: host.launch_split_combine(q, kv, bt, lens, sc, o, lse, kind, ck, True, None)),
         ("plan", lambda: plan.launch(addrs, stream, scale, n_pages)),
         (f"packed launch x{len(binding.calls)}", lambda: [c() for c in binding.calls]),
