@@ -95,9 +95,9 @@ def main(argv: list[str] | None = None) -> int:
     # two more input sets at other addresses: a call with new buffers rewrites the binding's addresses (stop 51)
     others = []
     for seed in (1, 2):
-        more = {**v.spec.make_inputs(params, seed=seed, device="cuda"), **v.spec.alloc_outputs(params, device="cuda")}
-        poison_(more)
-        others.append(more)
+        outs = v.spec.alloc_outputs(params, device="cuda")
+        poison_(outs)  # the outputs only: the inputs hold the softmax scale, a float
+        others.append({**v.spec.make_inputs(params, seed=seed, device="cuda"), **outs})
     rotation = itertools.cycle([tensors, *others])
     addr_sets = [addrs] + [(t["q"].data_ptr(), t["kv_cache"].data_ptr(), t["block_table"].data_ptr(),
                             t["cache_seqlens"].data_ptr(), t["out"].data_ptr(), t["lse"].data_ptr()) for t in others]
