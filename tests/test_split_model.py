@@ -56,3 +56,6 @@ def test_the_tool_prints_its_table_and_refuses_an_odd_grid_depth() -> None:
     unknown = subprocess.run([sys.executable, str(tool), "--trials", "nope"], capture_output=True, text=True,
                              timeout=120, cwd=ROOT)
     assert unknown.returncode == 2 and "unknown trial(s) nope" in unknown.stderr
+    torch_version = subprocess.run([sys.executable, str(tool), "--version", "v0"], capture_output=True, text=True,
+                                   timeout=120, cwd=ROOT)
+    assert torch_version.returncode == 2 and "v0 is not a version_functions CuTe version" in torch_version.stderr

@@ -34,9 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
-SMS = 132
-PAGE = 64
-BLOCK_M = 64
+SMS = 132  # host.H200_SMS: the H200 the costs were fitted on
 #: fitted in run 31 (H200, v59_cute's decode 73.2 us and serve_ragged 109.1 us, both one wave)
 PER_PAGE_US = 1.56
 ONE_WAVE_US = 23.3
@@ -53,6 +51,7 @@ class Shape:
 
 def shape_of(name: str, params: Mapping[str, int]) -> Shape:
     """The trial's pages per sequence (its fixed ragged lengths, or ``t`` for all) and row blocks."""
+    from kforge_kernels.mla.cute.host import BLOCK_M, PAGE
     from kforge_kernels.mla.spec import seq_lengths
 
     lens = seq_lengths(params)
@@ -108,10 +107,10 @@ def best_uniform(shape: Shape, fixed: float, max_splits: int) -> tuple[float, in
 def bins_makespan(shape: Shape, fixed: float, sms: int = SMS) -> float:
     """The ``bins`` schedule: ``sms`` equal shares of the (sequence, row block) tiles' pages laid end to end; a share
     costs ``fixed`` per piece (tile it touches) plus its pages."""
-    starts, at = [], 0
+    spans, at = [], 0  # each tile's [start, end) in the pages laid end to end
     for p in shape.pages:
         for _ in range(shape.m_blocks):
-            starts.append(at)
+            spans.append((at, at + p))
             at += p
     share = math.ceil(at / sms)
     worst = 0.0
@@ -119,7 +118,7 @@ def bins_makespan(shape: Shape, fixed: float, sms: int = SMS) -> float:
         lo, hi = j * share, min((j + 1) * share, at)
         if lo >= hi:
             break
-        pieces = sum(1 for i, s in enumerate(starts) if s < hi and (starts[i + 1] if i + 1 < len(starts) else at) > lo)
+        pieces = sum(1 for s, e in spans if s < hi and e > lo)
         worst = max(worst, pieces * fixed + PER_PAGE_US * (hi - lo))
     return worst
 
@@ -160,7 +159,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     kernel = load_kernel("mla", ROOT / "kernels")
     version = load_version("mla", args.version, ROOT / "kernels")
-    kind = getattr(version.module, "KIND", None) or _kind_of(version)
+    kind = _kind_of(version)
+    if kind is None:
+        ap.error(f"{args.version} is not a version_functions CuTe version (no kernel kind in its run); pick one such "
+                 "as v59_cute or v66_cute.")
     trials = kernel.spec.trials
     unknown = [t for t in args.trials.split(",") if t not in trials]
     if unknown:
@@ -171,11 +173,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def _kind_of(version: object) -> str:
-    """The kernel kind a ``version_functions`` version runs (its ``run`` closure's ``kind``)."""
-    run = version.module.run  # type: ignore[attr-defined]
-    cells = dict(zip(run.__code__.co_freevars, (c.cell_contents for c in run.__closure__ or ())))
-    return str(cells["kind"])
+def _kind_of(version: object) -> str | None:
+    """The kernel kind a ``version_functions`` version runs (its ``run`` closure's ``kind``), or None."""
+    run = getattr(version.module, "run", None)  # type: ignore[attr-defined]
+    code = getattr(run, "__code__", None)
+    if code is None:
+        return None
+    cells = dict(zip(code.co_freevars, (c.cell_contents for c in run.__closure__ or ())))
+    kind = cells.get("kind")
+    return kind if isinstance(kind, str) else None
 
 
 if __name__ == "__main__":
