@@ -55,14 +55,16 @@ SHAPE_KINDS = {"sm90_seesaw_pair_stale_onesplit": ("sm90_seesaw_pair_stale_redo"
                "sm90_seesaw_pair_stale_onesplit_c3freem0": ("sm90_seesaw_pair_stale_redo",
                                                             "sm90_seesaw_pair_c3freem0"),
                # v62_cute: v58_cute's inline-redo one-split kernel (no redo launch), v35_cute's kernel elsewhere
-               "sm90_seesaw_pair_stale_inline_onesplit": ("sm90_seesaw_pair_stale_inline", "sm90_seesaw_pair_c3early")}
+               "sm90_seesaw_pair_stale_inline_onesplit": ("sm90_seesaw_pair_stale_inline", "sm90_seesaw_pair_c3early"),
+               # v67_cute: v59_cute's one-split kernel, the row-block multicast pair elsewhere
+               "sm90_seesaw_pair_stale_onesplit_mcast": ("sm90_seesaw_pair_stale_redo", "sm90_seesaw_pair_c3mcast")}
 #: kinds with a timeline-probe twin ``<kind>_trace``: the same kernel with ``trace = True`` (``_cute_trace``)
 TRACEABLE = ("sm90_seesaw_ownp_evict", "sm90_seesaw_pair_bf16", "sm90_seesaw_pair_soft1", "sm90_seesaw_pair_early",
              "sm90_seesaw_pair_vrfirst", "sm90_seesaw_pair_tmao", "sm90_seesaw_pair_ilp", "sm90_seesaw_pair_prov",
              "sm90_seesaw_pair_provfirst", "sm90_seesaw_pair_pinter", "sm90_seesaw_pair_c3", "sm90_seesaw_pair_c1",
              "sm90_seesaw_pair_c3early", "sm90_seesaw_pair_c3own", "sm90_seesaw_pair_c3split", "sm90_seesaw_pair_c3freea",
              "sm90_seesaw_pair_c3m0", "sm90_seesaw_pair_c3freem0", "sm90_seesaw_pair_c3pv", "sm90_seesaw_pair_c3m0pv",
-             *READER_RELOAD_KINDS, *BFIRST_KINDS, *PERSISTENT_KINDS, *PAIR_PROBES) + RING_PROBES
+             "sm90_seesaw_pair_c3mcast", *READER_RELOAD_KINDS, *BFIRST_KINDS, *PERSISTENT_KINDS, *PAIR_PROBES) + RING_PROBES
 #: the kernel kinds ``check_kind`` accepts: the ones a version names, and the probe kinds (ring, tail and ``_trace``)
 #: that only the probes run (``computes_output`` says which compute nothing right)
 KINDS = ("sm80", "sm80_dedup", "sm90", "sm90_pvfirst", "sm90_lazy", "sm90_bf16p", "sm90_seesaw",
@@ -74,7 +76,7 @@ KINDS = ("sm80", "sm80_dedup", "sm90", "sm90_pvfirst", "sm90_lazy", "sm90_bf16p"
          "sm90_seesaw_pair_provfirst", "sm90_seesaw_pair_pinter", "sm90_seesaw_pair_c3", "sm90_seesaw_pair_c1",
          "sm90_seesaw_pair_c3early", "sm90_seesaw_pair_c3own",
          "sm90_seesaw_pair_c3split", "sm90_seesaw_pair_c3freea", "sm90_seesaw_pair_c3m0",
-         "sm90_seesaw_pair_c3freem0", "sm90_seesaw_pair_c3pv", "sm90_seesaw_pair_c3m0pv",
+         "sm90_seesaw_pair_c3freem0", "sm90_seesaw_pair_c3pv", "sm90_seesaw_pair_c3m0pv", "sm90_seesaw_pair_c3mcast",
          *READER_RELOAD_KINDS, *BFIRST_KINDS, *PERSISTENT_KINDS, *TAIL_KINDS, *TAIL_PROBES,
          *PAIR_PROBES, *REDO_KINDS, *REDO_KINDS.values(), *REDO_LIST_KINDS.values(),
          *SHAPE_KINDS) + RING_PROBES + tuple(
@@ -200,7 +202,8 @@ def kernel_class(kind: str) -> Any:
                     "sm90_seesaw_pair_c3m0": sp.MlaSplitSm90SeesawPairM0First,
                     "sm90_seesaw_pair_c3freem0": sp.MlaSplitSm90SeesawPairFreeAM0,
                     "sm90_seesaw_pair_c3pv": sp.MlaSplitSm90SeesawPairPvFirst,
-                    "sm90_seesaw_pair_c3m0pv": sp.MlaSplitSm90SeesawPairM0PvFirst}[kind]
+                    "sm90_seesaw_pair_c3m0pv": sp.MlaSplitSm90SeesawPairM0PvFirst,
+                    "sm90_seesaw_pair_c3mcast": sp.MlaSplitSm90SeesawPairMulticast}[kind]
         return {
             "sm90_seesaw": ss.MlaSplitSm90Seesaw, "sm90_seesaw_chunked": ss.MlaSplitSm90SeesawChunked,
             "sm90_seesaw_early": ss.MlaSplitSm90SeesawEarly,

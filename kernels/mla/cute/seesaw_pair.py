@@ -132,12 +132,15 @@ class MlaSplitSm90SeesawPair(MlaSplitSm90SeesawOwnPEvict):
             o_ptr = self._exchange_ws.iterator + cute.assume(pair_at + to_rank * per_rank, divby=4)
             return o_ptr, o_ptr + lse_at
         base = cute.arch.get_dyn_smem(xdt, alignment=1024)
+        # the peer's rank in the cluster: with row-block multicast (v67_cute) the cluster is (row blocks, 1, 2),
+        # ranked row block + cluster * (split % 2), and the peer is this row block's CTA of the other split
+        peer = to_rank if cutlass.const_expr(self.cluster == 1) else to_rank * self.cluster + m_block % self.cluster
         if cutlass.const_expr(xdt is f32):
-            o_ptr = cute.arch.map_dsmem_ptr(base, to_rank) if remote else base
+            o_ptr = cute.arch.map_dsmem_ptr(base, peer) if remote else base
             return o_ptr, o_ptr + lse_at
         lbase = cute.arch.get_dyn_smem(f32, alignment=1024) + lse_at
         if remote:
-            return cute.arch.map_dsmem_ptr(base, to_rank), cute.arch.map_dsmem_ptr(lbase, to_rank)
+            return cute.arch.map_dsmem_ptr(base, peer), cute.arch.map_dsmem_ptr(lbase, peer)
         return base, lbase
 
     @staticmethod
@@ -187,6 +190,19 @@ class MlaSplitSm90SeesawPairC3Early(MlaSplitSm90SeesawPairC3):
     """v33_cute with WG0 giving page A back as soon as its P_A V_AL is done (``wg0_early_release``)."""
 
     wg0_early_release = True
+
+
+class MlaSplitSm90SeesawPairMulticast(MlaSplitSm90SeesawPairC3Early):
+    """v67_cute: v35_cute's paired kernel with the two row blocks of a split in one cluster as well: a cluster of
+    (2 row blocks) x (the pair's 2 splits), each KV chunk loaded half by each row block's CTA and multicast to both.
+
+    Each page then crosses from L2 to the SMs once per split instead of once per row block: decode's ~302 MB of
+    L2-to-SM traffic halves, the traffic the ring probe (59.6 us with no math, run 11) says bounds the page loop.
+    v21_cute multicast on v19_cute without pairs and paid the combine; here the pair merge stays.  The two row
+    blocks run in lockstep (a slot is refilled once both have freed it): they do the same work on the same pages.
+    Shapes with an odd row-block count keep the plain pair (``cluster_rows`` needs an even count)."""
+
+    cluster_rows = 2
 
 
 class MlaSplitSm90SeesawPairOwnChunks(MlaSplitSm90SeesawPairC3Early):

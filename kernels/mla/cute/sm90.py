@@ -241,7 +241,8 @@ class MlaSplitSm90(HalfPageConsumer, SplitEpilogue, TraceProbe, KvLoads):
             sQ_layout, sKV_layout, sV_layout, sP_layout, red_layout, Smem, *o_store,
         )
         cluster_kw = {"cluster": (self.cluster, 1, 1)} if self.cluster > 1 else {}
-        cluster_kw = {"cluster": (1, 1, 2)} if self.pair else cluster_kw
+        # a pair of splits is a cluster along z; with row-block multicast too, (row blocks, 1, 2) (v67_cute)
+        cluster_kw = {"cluster": (self.cluster, 1, 2)} if self.pair else cluster_kw
         grid = (self.m_blocks, b, splits)
         if cutlass.const_expr(self.looping):
             grid = (cutlass.min(self.m_blocks * b, self.max_ctas), 1, 1)
@@ -339,6 +340,10 @@ class MlaSplitSm90(HalfPageConsumer, SplitEpilogue, TraceProbe, KvLoads):
         )
         # a block's empty barrier counts the consumer warps of every CTA it is multicast to
         cluster_kw = {"cta_layout_vmnk": cute.make_layout((1, self.cluster, 1, 1))} if self.cluster > 1 else {}
+        if cutlass.const_expr(self.cluster > 1 and self.pair):
+            # (row blocks) x (the pair's 2 splits): a block is multicast to, and freed by, its own split's row
+            # blocks only (the CTAs that share mode n), never the other split's, which reads other pages
+            cluster_kw = {"cta_layout_vmnk": cute.make_layout((1, self.cluster, 2, 1)), "mcast_mode_mn": (0, 1)}
         kv_pipe = pipeline.PipelineTmaAsync.create(
             barrier_storage=st.kv_bar.data_ptr(), num_stages=self.stages * self.kv_chunks,
             producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
@@ -348,6 +353,11 @@ class MlaSplitSm90(HalfPageConsumer, SplitEpilogue, TraceProbe, KvLoads):
         cta_rank = 0
         if cutlass.const_expr(self.cluster > 1):
             cta_rank = cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster())
+            if cutlass.const_expr(self.pair):
+                # rank = row block + cluster * (split % 2): the TMA partition takes the rank among the row blocks,
+                # and each load goes to this split's row blocks (``_kv_copy``)
+                cta_rank = cta_rank % self.cluster
+                self._mcast_mask = cutlass.Int16(((1 << self.cluster) - 1) << (self.cluster * (split % 2)))
         sQ = st.sQ.get_tensor(sQ_layout.outer, swizzle=sQ_layout.inner)
         sKV = st.sKV.get_tensor(sKV_layout.outer, swizzle=sKV_layout.inner)
         sV = cute.make_tensor(cute.recast_ptr(sKV.iterator, sV_layout.inner), sV_layout.outer)

@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import cutlass
 import cutlass.cute as cute
 import cutlass.pipeline as pipeline
@@ -100,6 +102,8 @@ class KvLoads:
 
     evict_first: bool
     cluster: int
+    pair: bool
+    _mcast_mask: Any
     kv_chunks: int
     stages: int
     chunk_order: tuple[int, ...]
@@ -113,7 +117,8 @@ class KvLoads:
         if self.evict_first:
             extra["cache_policy"] = cutlass.Int64(EVICT_FIRST)
         if self.cluster > 1:
-            extra["mcast_mask"] = cutlass.Int16((1 << self.cluster) - 1)
+            # a merging pair with row-block multicast (v67_cute) sends each load to its own split's CTAs only
+            extra["mcast_mask"] = self._mcast_mask if self.pair else cutlass.Int16((1 << self.cluster) - 1)
         cute.copy(tma_kv, src, dst, tma_bar_ptr=bar, **extra)
 
     @cute.jit
