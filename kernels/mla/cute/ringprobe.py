@@ -6,7 +6,8 @@ the timeline probe (``_cute_trace --kind sm90_seesaw_pair_ring_<key>_trace``, ke
 reports the pair period of what is left, on every SM at once (or on a few, with ``--b``):
 
 * ``stream``: both consumer warpgroups give every block back as soon as it landed, so up to two
-  pages are in flight -- the most this ring can move per SM (``streampf``: plus L2 prefetch;
+  pages are in flight -- the most this ring can move per SM (``streampf``: plus L2 prefetch; ``streammc``: its
+  KV chunks multicast to both row blocks;
   ``stream3`` / ``stream1``: three barrier slots per page / one);
 * ``serial``: page p is given back only once page p + 1 has fully landed, so one page is in flight
   at a time -- its pair period is twice the release-to-landing latency of one page (``serial3``:
@@ -98,6 +99,17 @@ class MlaRingProbeStreamPrefetch(MlaRingProbeStream):
     """
 
     l2_prefetch_pages = 4
+
+
+class MlaRingProbeStreamMulticast(MlaRingProbeStream):
+    """``stream`` with the two row blocks of a split in one cluster, each KV chunk multicast to both (v67_cute's ring).
+
+    With the pair that makes a cluster of 4 CTAs.  Against ``stream`` on the same grid (``--b`` small enough that
+    every cluster is resident at once) this says whether halving the L2 -> SM bytes raises what the ring moves per SM:
+    if the ring's rate is set by the L2 -> SM path, it rises; if by each CTA's own turnover, it stays.
+    """
+
+    cluster_rows = 2
 
 
 class MlaRingProbeSerial(MlaRingProbeStream):
@@ -250,7 +262,7 @@ class MlaRingProbeSoloSoftmax(MlaSplitSm90SeesawPairC3Early):
 
 
 #: the probe kinds ``sm90_seesaw_pair_ring_<key>`` (``_cute_kinds``)
-PROBES = {"stream": MlaRingProbeStream, "streampf": MlaRingProbeStreamPrefetch, "serial": MlaRingProbeSerial,
+PROBES = {"stream": MlaRingProbeStream, "streampf": MlaRingProbeStreamPrefetch, "streammc": MlaRingProbeStreamMulticast, "serial": MlaRingProbeSerial,
           "stream3": MlaRingProbeStream3, "stream1": MlaRingProbeStream1, "serial3": MlaRingProbeSerial3,
           "sonly": MlaRingProbeSOnly, "nosoftmax": MlaRingProbeNoSoftmax, "finite": MlaRingProbeNoSoftmaxFinite,
           "scaled": MlaRingProbeNoSoftmaxScaled, "constp": MlaRingProbeConstP,
