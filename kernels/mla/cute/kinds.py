@@ -19,8 +19,8 @@ __all__ = ["KINDS", "RING_PROBES", "TRACEABLE", "check_kind", "kernel_class", "c
 #: the probe kinds of ``_cute_ringprobe.PROBES`` (v28_cute's ring with the math cut down, and the solo-softmax
 #: schedule): no version names them; ``computes_output`` tells which still compute the right answer
 RING_PROBES = tuple(f"sm90_seesaw_pair_ring_{k}" for k in (
-    "stream", "streampf", "streammc", "serial", "stream3", "serial3", "stream1", "sonly", "nosoftmax", "finite", "scaled", "constp",
-    "solo"))
+    "stream", "streampf", "streammc", "serial", "stream3", "serial3", "stream1", "sonly", "nosoftmax", "finite", "scaled",
+    "constp", "solo"))
 #: the B-first pair kinds (``_cute_seesaw_bfirst``) and the persistent-loop kinds (``_cute_persistent``)
 BFIRST_KINDS = ("sm90_seesaw_pair_bfirst", "sm90_seesaw_pair_bfirstfree", "sm90_seesaw_pair_bfirstm1",
                 "sm90_seesaw_pair_bfirstpb", "sm90_seesaw_pair_bfirstpb9")

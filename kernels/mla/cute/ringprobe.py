@@ -104,9 +104,10 @@ class MlaRingProbeStreamPrefetch(MlaRingProbeStream):
 class MlaRingProbeStreamMulticast(MlaRingProbeStream):
     """``stream`` with the two row blocks of a split in one cluster, each KV chunk multicast to both (v67_cute's ring).
 
-    With the pair that makes a cluster of 4 CTAs.  Against ``stream`` on the same grid (``--b`` small enough that
-    every cluster is resident at once) this says whether halving the L2 -> SM bytes raises what the ring moves per SM:
-    if the ring's rate is set by the L2 -> SM path, it rises; if by each CTA's own turnover, it stays.
+    With the pair that makes a cluster of 4 CTAs.  Against ``stream`` on the same grid (``--b`` and ``--splits`` small
+    enough that every cluster is resident at once, ``tools/cluster_occupancy.py``; ``--b`` alone keeps the planned
+    split count, 8 at b = 24, several waves) this says whether halving the L2 -> SM bytes raises what the ring moves
+    per SM: if the ring's rate is set by the L2 -> SM path, it rises; if by each CTA's own turnover, it stays.
     """
 
     cluster_rows = 2
@@ -262,8 +263,8 @@ class MlaRingProbeSoloSoftmax(MlaSplitSm90SeesawPairC3Early):
 
 
 #: the probe kinds ``sm90_seesaw_pair_ring_<key>`` (``_cute_kinds``)
-PROBES = {"stream": MlaRingProbeStream, "streampf": MlaRingProbeStreamPrefetch, "streammc": MlaRingProbeStreamMulticast, "serial": MlaRingProbeSerial,
-          "stream3": MlaRingProbeStream3, "stream1": MlaRingProbeStream1, "serial3": MlaRingProbeSerial3,
-          "sonly": MlaRingProbeSOnly, "nosoftmax": MlaRingProbeNoSoftmax, "finite": MlaRingProbeNoSoftmaxFinite,
-          "scaled": MlaRingProbeNoSoftmaxScaled, "constp": MlaRingProbeConstP,
+PROBES = {"stream": MlaRingProbeStream, "streampf": MlaRingProbeStreamPrefetch, "streammc": MlaRingProbeStreamMulticast,
+          "serial": MlaRingProbeSerial, "stream3": MlaRingProbeStream3, "stream1": MlaRingProbeStream1,
+          "serial3": MlaRingProbeSerial3, "sonly": MlaRingProbeSOnly, "nosoftmax": MlaRingProbeNoSoftmax,
+          "finite": MlaRingProbeNoSoftmaxFinite, "scaled": MlaRingProbeNoSoftmaxScaled, "constp": MlaRingProbeConstP,
           "solo": MlaRingProbeSoloSoftmax}
