@@ -380,6 +380,14 @@ def test_sm90_kinds_and_partial_dtypes() -> None:
         reg.kernel_class("sm91")
 
 
+def test_ring_probe_kinds_name_exactly_the_probe_classes() -> None:
+    """kinds.RING_PROBES restates ringprobe.PROBES' keys (kinds.py must not import the DSL module): keep them equal."""
+    pytest.importorskip("cutlass")
+    kinds = _kinds()
+    rp = importlib.import_module("kforge_kernels.mla.cute.ringprobe")
+    assert set(kinds.RING_PROBES) == {f"sm90_seesaw_pair_ring_{k}" for k in rp.PROBES}
+
+
 def test_only_the_stale_max_kinds_have_a_redo_and_their_redo_kinds_are_exact_and_known() -> None:
     """v57_cute's stale-max kind is followed by a launch of an exact kind (v35_cute's kernel: a guarded full grid, or
     for one-split shapes a persistent loop over the tiles it flagged); v58_cute's kind redoes one-split shapes in
